@@ -1,0 +1,195 @@
+"""Kafka's checkpoint and metadata files, in Kafka's exact text formats, written atomically.
+
+Checkpoints are small text files that the engine rewrites often. A crash in the
+middle of a write must leave either the old or the new content, so every write
+follows Kafka's protocol: write ``<file>.tmp``, fsync it, rename it over the
+file, fsync the directory. The readers accept exactly what Kafka writes and
+reject anything else with a message naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import base64
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from .errors import CheckpointError
+from .names import TopicPartition
+
+CHECKPOINT_VERSION = 0
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """tmp, fsync, rename, fsync dir: a reader sees the old file or the new one, never a mix."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _parse_checkpoint(path: Path, fields: int) -> list[list[str]]:
+    """The generic CheckpointFile format: version line, count line, one entry per line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    if text == "":
+        return []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: expected a version line and a count line, found {len(lines)} line(s)")
+    try:
+        version = int(lines[0].strip())
+    except ValueError:
+        raise CheckpointError(f"{path}, line 1: version {lines[0]!r} is not a number") from None
+    if version != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{path}, line 1: unsupported version {version}, expected {CHECKPOINT_VERSION}")
+    try:
+        count = int(lines[1].strip())
+    except ValueError:
+        raise CheckpointError(f"{path}, line 2: entry count {lines[1]!r} is not a number") from None
+    entries = lines[2:]
+    if count != len(entries):
+        raise CheckpointError(f"{path}: line 2 declares {count} entries but {len(entries)} follow")
+    parsed = []
+    for number, line in enumerate(entries, start=3):
+        parts = line.split()
+        if len(parts) != fields:
+            raise CheckpointError(f"{path}, line {number}: expected {fields} fields, found {line!r}")
+        parsed.append(parts)
+    return parsed
+
+
+def _format_checkpoint(entries: list[str]) -> bytes:
+    return (f"{CHECKPOINT_VERSION}\n{len(entries)}\n" + "".join(e + "\n" for e in entries)).encode("utf-8")
+
+
+class OffsetCheckpointFile:
+    """``recovery-point-offset-checkpoint`` and friends: ``topic partition offset`` per line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
+        for number, (topic, partition, offset) in enumerate(_parse_checkpoint(self.path, 3), start=3):
+            try:
+                result[TopicPartition(topic, int(partition))] = int(offset)
+            except ValueError:
+                raise CheckpointError(
+                    f"{self.path}, line {number}: partition {partition!r} or offset {offset!r} is not a number"
+                ) from None
+        return result
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        lines = [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
+        atomic_write(self.path, _format_checkpoint(lines))
+
+
+class LeaderEpochCheckpointFile:
+    """``leader-epoch-checkpoint`` inside a partition directory: ``epoch startOffset`` per line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> list[tuple[int, int]]:
+        result = []
+        for number, (epoch, offset) in enumerate(_parse_checkpoint(self.path, 2), start=3):
+            try:
+                result.append((int(epoch), int(offset)))
+            except ValueError:
+                raise CheckpointError(f"{self.path}, line {number}: {epoch!r} {offset!r} are not numbers") from None
+        return result
+
+    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+        atomic_write(self.path, _format_checkpoint([f"{epoch} {offset}" for epoch, offset in entries]))
+
+
+# -- meta.properties ---------------------------------------------------------------------
+
+def _uuid_base64() -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of 16 random bytes, no padding."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(16)).decode("ascii").rstrip("=")
+
+
+def format_properties(properties: Mapping[str, str]) -> bytes:
+    """Java ``Properties.store`` with an empty comment: a ``#`` line and a date line, then key=value."""
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    body = "".join(f"{key}={_escape_property(value)}\n" for key, value in properties.items())
+    return f"#\n#{stamp}\n{body}".encode("utf-8")
+
+
+def _escape_property(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\:").replace("=", "\\=")
+
+
+def parse_properties(path: Path) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise CheckpointError(f"{path}, line {number}: expected key=value, found {raw!r}")
+        result[key.strip()] = (
+            value.strip().replace("\\:", ":").replace("\\=", "=").replace("\\n", "\n").replace("\\\\", "\\")
+        )
+    return result
+
+
+def ensure_meta_properties(directory: Path, *, node_id: int = 1, cluster_id: str | None = None) -> dict[str, str]:
+    """Read ``meta.properties`` or write a v1 one (KRaft style) for a new directory."""
+    path = directory / "meta.properties"
+    if path.exists():
+        props = parse_properties(path)
+        if props.get("version") not in ("0", "1"):
+            raise CheckpointError(f"{path}: unsupported version {props.get('version')!r}, expected 0 or 1")
+        return props
+    props = {
+        "node.id": str(node_id),
+        "directory.id": _uuid_base64(),
+        "version": "1",
+        "cluster.id": cluster_id or _uuid_base64(),
+    }
+    atomic_write(path, format_properties(props))
+    return props
+
+
+# -- .kafka_cleanshutdown ----------------------------------------------------------------
+
+def write_clean_shutdown(directory: Path, broker_epoch: int = 0) -> None:
+    atomic_write(directory / ".kafka_cleanshutdown", json.dumps({"version": 0, "brokerEpoch": broker_epoch},
+                                                               separators=(",", ":")).encode())
+
+
+def consume_clean_shutdown(directory: Path) -> bool:
+    """True if the marker was there. It is deleted *before* loading, so a crash while loading counts as unclean."""
+    path = directory / ".kafka_cleanshutdown"
+    if not path.exists():
+        return False
+    path.unlink()
+    fsync_dir(directory)
+    return True

@@ -1,0 +1,47 @@
+"""The ``stratalog`` command line, shaped like Kafka's tools.
+
+Each subcommand lives in its own module and registers its arguments here.
+Every engine error is reported as one line, ``error: CODE: message``, with
+exit status 1; usage errors exit with 2 (argparse's convention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ..errors import StratalogError
+from . import checkpoint, consume, dump_log, produce, topics, verify
+
+_COMMANDS = (topics, produce, consume, dump_log, verify, checkpoint)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stratalog",
+        description="Kafka's log storage layer: topics, produce, consume and inspect Kafka-format log directories.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in _COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result: int = args.run(args)
+        return result
+    except StratalogError as error:
+        print(f"error: {error.code}: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

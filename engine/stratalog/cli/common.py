@@ -1,0 +1,37 @@
+"""What the subcommands share: data-directory arguments, opening the engine, JSON records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..config import parse_key_value_pairs
+from ..log_manager import LogManager, open_log_manager
+
+
+def add_data_dirs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", dest="data_dirs", action="append", required=True, metavar="DIR",
+                        help="a data directory (repeat for several, like Kafka's log.dirs)")
+
+
+def add_engine_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine-config", dest="engine_config", action="append", default=[], metavar="KEY=VALUE",
+                        help="an engine-level setting under Kafka's name (e.g. log.segment.bytes=1048576)")
+
+
+@contextmanager
+def opened(args: argparse.Namespace, *, create_missing: bool = False) -> Iterator[LogManager]:
+    """Open the directories (taking their locks; recovering if needed) and close them cleanly."""
+    properties = parse_key_value_pairs(getattr(args, "engine_config", []) or [], where="--engine-config")
+    manager = open_log_manager(args.data_dirs, properties, create_missing=create_missing)
+    try:
+        yield manager
+    finally:
+        manager.close()
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False))

@@ -1,0 +1,100 @@
+"""Typed errors of the engine, each carrying Kafka's error name as a stable code.
+
+Every failure a caller can cause (bad bytes, bad names, bad configs, a held
+directory) surfaces as one of these, so the CLI, the HTTP API and the operator
+can report it uniformly: ``code`` is the Kafka error name where one fits, and
+the message names what was wrong and where.
+"""
+
+from __future__ import annotations
+
+
+class StratalogError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+    code: str = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptRecordError(StratalogError):
+    """Bytes that do not decode as a valid record batch.
+
+    ``position`` is the byte offset (within the buffer or file being decoded)
+    where the problem was found; ``reason`` says what was wrong there.
+    """
+
+    code = "CORRUPT_MESSAGE"
+
+    def __init__(self, position: int, reason: str, *, source: str | None = None) -> None:
+        self.position = position
+        self.reason = reason
+        self.source = source
+        where = f"{source} at byte {position}" if source else f"byte {position}"
+        super().__init__(f"corrupt record batch at {where}: {reason}")
+
+
+class InvalidRecordError(StratalogError):
+    """A well-formed batch whose records break a topic rule (e.g. missing key on a compacted topic)."""
+
+    code = "INVALID_RECORD"
+
+
+class InvalidTimestampError(StratalogError):
+    code = "INVALID_TIMESTAMP"
+
+
+class RecordTooLargeError(StratalogError):
+    """A batch larger than ``max.message.bytes``."""
+
+    code = "MESSAGE_TOO_LARGE"
+
+
+class RecordBatchTooLargeError(StratalogError):
+    """An append larger than ``segment.bytes``: it could never fit in a segment."""
+
+    code = "RECORD_LIST_TOO_LARGE"
+
+
+class InvalidTopicError(StratalogError):
+    code = "INVALID_TOPIC_EXCEPTION"
+
+
+class TopicExistsError(StratalogError):
+    code = "TOPIC_ALREADY_EXISTS"
+
+
+class UnknownTopicOrPartitionError(StratalogError):
+    code = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class InvalidPartitionsError(StratalogError):
+    code = "INVALID_PARTITIONS"
+
+
+class InvalidConfigError(StratalogError):
+    code = "INVALID_CONFIG"
+
+
+class OffsetOutOfRangeError(StratalogError):
+    code = "OFFSET_OUT_OF_RANGE"
+
+
+class LogDirLockedError(StratalogError):
+    """Another process holds the ``.lock`` of a data directory."""
+
+    code = "KAFKA_STORAGE_ERROR"
+
+
+class LogDirError(StratalogError):
+    """A data directory that cannot be used (unreadable, not a directory, bad meta.properties)."""
+
+    code = "KAFKA_STORAGE_ERROR"
+
+
+class CorruptIndexError(StratalogError):
+    code = "CORRUPT_MESSAGE"
+
+
+class CheckpointError(StratalogError):
+    """A checkpoint file whose text does not follow Kafka's format."""
+
+    code = "KAFKA_STORAGE_ERROR"

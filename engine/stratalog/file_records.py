@@ -1,0 +1,147 @@
+"""A segment's ``.log`` file: append bytes, read slices, scan batch headers.
+
+This is Kafka's ``FileRecords``: it knows byte positions and batch boundaries,
+never records. Scans read the file in large chunks with ``pread`` and look only
+at batch headers (``records.peek_batch``), so walking a segment costs one
+sequential read and no record decoding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import CorruptRecordError
+from .records import BatchInfo, peek_batch
+
+LOG_OVERHEAD = 12
+_MIN_HEADER = 17  # offset, size, leader epoch, magic: enough to know a batch's size and format
+SCAN_CHUNK = 1 << 20
+
+
+class FileRecords:
+    def __init__(self, path: Path, *, create: bool = False, preallocate_bytes: int = 0) -> None:
+        self.path = path
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self._fd: int | None = os.open(path, flags, 0o644)
+        if create and preallocate_bytes:
+            os.ftruncate(self._fd, preallocate_bytes)
+            self._size = 0
+        else:
+            self._size = os.fstat(self._fd).st_size
+
+    # -- basic I/O --------------------------------------------------------------------------
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR)
+        return self._fd
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write at the end; returns the number of bytes written."""
+        view = memoryview(data)
+        position = self._size
+        while view:
+            written = os.pwrite(self.fd, view, position)
+            view = view[written:]
+            position += written
+        appended = position - self._size
+        self._size = position
+        return appended
+
+    def read(self, position: int, size: int) -> bytes:
+        end = min(position + size, self._size)
+        if end <= position:
+            return b""
+        return os.pread(self.fd, end - position, position)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to ``size`` bytes; returns how many bytes went."""
+        if size > self._size:
+            raise ValueError(f"{self.path}: cannot truncate to {size}, the file holds {self._size} bytes")
+        removed = self._size - size
+        os.ftruncate(self.fd, size)
+        self._size = size
+        return removed
+
+    def trim(self) -> None:
+        """Drop preallocated space past the logical end."""
+        if os.fstat(self.fd).st_size != self._size:
+            os.ftruncate(self.fd, self._size)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def rename(self, new_path: Path) -> None:
+        os.replace(self.path, new_path)
+        self.path = new_path
+
+    def delete_file(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def mtime_ms(self) -> int:
+        return int(os.stat(self.path).st_mtime * 1000)
+
+    # -- scanning ---------------------------------------------------------------------------
+    def batches(self, start: int = 0, end: int | None = None, *, chunk: int = SCAN_CHUNK) -> Iterator[BatchInfo]:
+        """Batch headers from ``start`` up to ``end`` (default: the logical size).
+
+        Stops silently at a partial batch at the end (a torn write, as Kafka's
+        ``FileLogInputStream``); raises ``CorruptRecordError`` for a header that
+        cannot be a batch, with its file position.
+        """
+        for info, _ in self._scan(start, end, chunk):
+            yield info
+
+    def batches_with_data(self, start: int = 0, end: int | None = None) -> Iterator[tuple[BatchInfo, bytes]]:
+        """Like ``batches`` but with each batch's bytes, for readers that check or copy them."""
+        for info, (buffer, relative) in self._scan(start, end, SCAN_CHUNK):
+            yield info, buffer[relative : relative + info.size]
+
+    def _scan(self, start: int, end: int | None, chunk: int) -> Iterator[tuple[BatchInfo, tuple[bytes, int]]]:
+        limit = self._size if end is None else min(end, self._size)
+        position = start
+        buffer = b""
+        buffer_start = position
+        source = str(self.path)
+        while position < limit:
+            relative = position - buffer_start
+            if len(buffer) - relative < _MIN_HEADER:
+                buffer = self.read(position, min(chunk, limit - position))
+                buffer_start, relative = position, 0
+                if len(buffer) < _MIN_HEADER:
+                    return
+            batch_size = int.from_bytes(buffer[relative + 8 : relative + 12], "big", signed=True) + LOG_OVERHEAD
+            if batch_size > LOG_OVERHEAD and len(buffer) - relative < batch_size:
+                if position + batch_size > limit:
+                    # Declared past the end: like Kafka's FileLogInputStream, the end of the batches
+                    # (a torn tail); recovery truncates it because it is not valid bytes.
+                    return
+                buffer = self.read(position, max(chunk, batch_size))
+                buffer_start, relative = position, 0
+            try:
+                info = peek_batch(buffer, relative, source=source)
+            except CorruptRecordError as error:
+                # Re-anchor the buffer-relative position to the file.
+                raise CorruptRecordError(position + error.position - relative, error.reason, source=source) from None
+            if info is None:
+                return
+            if info.position != position:
+                info = dataclasses.replace(info, position=position)
+            yield info, (buffer, relative)
+            position += info.size
+
+    def batch_bytes(self, info: BatchInfo) -> bytes:
+        return self.read(info.position, info.size)

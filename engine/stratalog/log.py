@@ -1,0 +1,452 @@
+"""A partition's log: ordered segments, offsets, append, read, roll, flush, truncate.
+
+This plays the part of Kafka's ``UnifiedLog`` + ``LocalLog`` without their size:
+validation of incoming batches lives in ``validation``, opening after a crash in
+``loader``, deleting old segments in ``retention``. What stays here is the state
+that must change under one lock: the segment list, the log end offset (LEO), the
+high watermark, the log start offset and the recovery point.
+
+The standalone engine is the only replica of each partition, so it is leader
+of epoch 0 and its high watermark follows the LEO (Kafka does the same for a
+leader whose ISR is itself).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checkpoint import fsync_dir
+from .config import LogConfig
+from .errors import OffsetOutOfRangeError, RecordBatchTooLargeError, UnknownTopicOrPartitionError
+from .leader_epoch import LeaderEpochCache
+from .names import DELETED_SUFFIX, TopicPartition
+from .records import BatchInfo, Record, decode_any, iter_batch_infos, set_offsets_in_place
+from .segment import LogSegment, RollParams, SegmentSlice
+from .validation import ValidatedBatch, validate_leader_batch
+
+Clock = Callable[[], int]
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+DEFAULT_LEADER_EPOCH = 0
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    record_count: int
+    size: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchInfo:
+    """Raw batches from ``position`` of one segment; may start below the requested offset."""
+
+    requested_offset: int
+    data: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    first_entry_incomplete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndTimestamp:
+    offset: int
+    timestamp: int
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        leader_epoch_cache: LeaderEpochCache,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        if not segments:
+            raise ValueError(f"{topic_partition}: a log needs at least one segment")
+        self.dir = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self.clock = clock
+        self.leader_epoch = DEFAULT_LEADER_EPOCH
+        self.epoch_cache = leader_epoch_cache
+        self._segments: dict[int, LogSegment] = {s.base_offset: s for s in segments}
+        self._bases: list[int] = sorted(self._segments)
+        self.lock = threading.RLock()
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.high_watermark = self.log_end_offset
+        self.last_flush_ms = clock()
+        self._unflushed_new_segment = False
+        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Log({self.topic_partition}, segments={len(self._bases)}, LEO={self.log_end_offset})"
+
+    # -- segments ---------------------------------------------------------------------------
+    @property
+    def segments(self) -> list[LogSegment]:
+        with self.lock:
+            return [self._segments[b] for b in self._bases]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[self._bases[-1]]
+
+    def floor_segment(self, offset: int) -> LogSegment | None:
+        index = bisect.bisect_right(self._bases, offset) - 1
+        return self._segments[self._bases[index]] if index >= 0 else None
+
+    def segments_from(self, offset: int) -> Iterator[LogSegment]:
+        with self.lock:
+            bases = list(self._bases)
+        start = max(0, bisect.bisect_right(bases, offset) - 1)
+        for base in bases[start:]:
+            segment = self._segments.get(base)
+            if segment is not None:
+                yield segment
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.next_offset()
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        config = self.config
+        jitter = 0
+        if config.segment_jitter_ms > 0:
+            jitter = random.randrange(min(config.segment_jitter_ms, config.segment_ms))
+        for path in self.dir.glob(f"{base_offset:020d}.*"):
+            if not path.name.endswith((DELETED_SUFFIX,)):
+                path.unlink()  # leftovers of an earlier incarnation of this base offset
+        return LogSegment(
+            self.dir, base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            create=True,
+            preallocate_bytes=config.segment_bytes if config.preallocate else 0,
+            roll_jitter_ms=jitter,
+            now_ms=self.clock(),
+        )
+
+    # -- append -----------------------------------------------------------------------------
+    def append(self, batch: bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
+        """Append one producer batch as leader: validate, assign offsets, write.
+
+        Kafka accepts exactly one v2 batch per produce request; the bytes are
+        copied once and only the header is rewritten, unless the topic's
+        ``compression.type`` asks for another codec.
+        """
+        now = self.clock() if now_ms is None else now_ms
+        validated = validate_leader_batch(batch, self.config, self.topic_partition, now)
+        with self.lock:
+            self._check_open()
+            return self._append_validated(validated, now)
+
+    def _append_validated(self, validated: ValidatedBatch, now: int) -> AppendInfo:
+        data = validated.data
+        first_offset = self.log_end_offset
+        last_offset = first_offset + validated.last_offset_delta
+        set_offsets_in_place(data, 0, first_offset, self.leader_epoch)
+        if len(data) > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.topic_partition}: batch of {len(data)} bytes is larger than segment.bytes "
+                f"({self.config.segment_bytes}) and can never fit in a segment"
+            )
+        segment = self._maybe_roll(len(data), validated.max_timestamp, last_offset, now)
+        segment.append(last_offset, validated.max_timestamp, last_offset, data)
+        self.epoch_cache.assign(self.leader_epoch, first_offset)
+        self.high_watermark = last_offset + 1
+        if last_offset + 1 - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first_offset, last_offset, validated.max_timestamp, validated.log_append_time,
+                          validated.record_count, len(data), self.log_start_offset)
+
+    def append_raw(self, data: bytes) -> None:
+        """Append batches that already carry their offsets (recovery tests, follower-style copies)."""
+        with self.lock:
+            self._check_open()
+            for info, batch in _split_batches(data):
+                if info.base_offset < self.log_end_offset:
+                    raise OffsetOutOfRangeError(
+                        f"{self.topic_partition}: batch at offset {info.base_offset} is below the log end "
+                        f"offset {self.log_end_offset}"
+                    )
+                segment = self._maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
+                                           first_offset=info.base_offset)
+                segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
+            self.high_watermark = self.log_end_offset
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int,
+                    first_offset: int | None = None) -> LogSegment:
+        segment = self.active_segment
+        params = RollParams(self.config.segment_ms, self.config.segment_bytes, max_timestamp, last_offset, size, now)
+        if segment.should_roll(params):
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Close the active segment to appends and start a new one at the LEO."""
+        with self.lock:
+            self._check_open()
+            new_offset = max(expected_next_offset or 0, self.log_end_offset)
+            active = self.active_segment
+            if active.base_offset == new_offset and active.size == 0:
+                return active  # an empty active segment already starts there
+            active.on_become_inactive()
+            segment = self._new_segment(new_offset)
+            self._segments[new_offset] = segment
+            self._bases.append(new_offset)
+            self._unflushed_new_segment = True
+            # Kafka flushes the rolled segments asynchronously; synchronously here keeps the
+            # recovery point honest without a background thread.
+            self.flush(new_offset)
+            return segment
+
+    # -- read -------------------------------------------------------------------------------
+    def read(self, start_offset: int, max_bytes: int, *, up_to_log_end: bool = False,
+             min_one_message: bool = True) -> FetchInfo:
+        """Batches from the one containing ``start_offset``, up to ``max_bytes`` (batch granular)."""
+        with self.lock:
+            self._check_open()
+            leo, hw, start = self.log_end_offset, self.high_watermark, self.log_start_offset
+            max_offset = leo if up_to_log_end else hw
+            active = self.active_segment
+            active_size = active.size
+        if start_offset < start or start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"{self.topic_partition}: offset {start_offset} is out of range; the log holds [{start}, {leo})"
+            )
+        empty = FetchInfo(start_offset, b"", hw, start, leo)
+        if start_offset >= max_offset or max_bytes <= 0:
+            return empty
+        for segment in self.segments_from(start_offset):
+            max_position = active_size if segment is active else None
+            if max_offset < segment.next_offset():
+                bound = segment.translate_offset(max_offset)
+                max_position = bound.position if bound is not None else max_position
+            piece: SegmentSlice | None = segment.read(start_offset, max_bytes, max_position=max_position,
+                                                      min_one_message=min_one_message)
+            if piece is not None and piece.data:
+                return FetchInfo(start_offset, piece.data, hw, start, leo, piece.first_entry_incomplete)
+        return empty
+
+    def read_records(self, start_offset: int, max_records: int | None = None) -> Iterator[Record]:
+        """Decoded records from ``start_offset`` to the high watermark (for tools, not the hot path)."""
+        offset = start_offset
+        while max_records is None or max_records > 0:
+            fetch = self.read(offset, 1 << 20)
+            if not fetch.data:
+                return
+            progressed = False
+            for _info, batch in _split_batches(fetch.data):
+                _, records = decode_any(batch, 0, source=str(self.dir))
+                for record in records:
+                    if record.offset < offset:
+                        continue
+                    yield record
+                    offset = record.offset + 1
+                    progressed = True
+                    if max_records is not None:
+                        max_records -= 1
+                        if max_records == 0:
+                            return
+                if _info.last_offset + 1 > offset:
+                    offset = _info.last_offset + 1  # batches emptied by compaction
+                    progressed = True
+            if not progressed:
+                return
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets: the first offset whose timestamp is ≥ ``timestamp``, or a special (-1, -2, -3, -4)."""
+        with self.lock:
+            start, leo = self.log_start_offset, self.log_end_offset
+            segments = self.segments
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return OffsetAndTimestamp(start, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(leo, -1)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset(segments)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return OffsetAndTimestamp(-1, -1)
+        if timestamp < 0:
+            raise OffsetOutOfRangeError(f"{self.topic_partition}: timestamp {timestamp} is not a valid query")
+        for segment in segments:
+            if segment.max_timestamp_so_far < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return OffsetAndTimestamp(found.offset, found.timestamp)
+        return None
+
+    def _max_timestamp_offset(self, segments: list[LogSegment]) -> OffsetAndTimestamp | None:
+        best = max(segments, key=lambda s: s.max_timestamp_so_far)
+        if best.max_timestamp_so_far < 0:
+            return None
+        record = best.find_offset_by_timestamp(best.max_timestamp_so_far, self.log_start_offset)
+        return OffsetAndTimestamp(record.offset, record.timestamp) if record else None
+
+    # -- flush ------------------------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, ``offset``), then move the recovery point."""
+        with self.lock:
+            target = self.log_end_offset if offset is None else offset
+            if target <= self.recovery_point:
+                return
+            for segment in self.segments_from(self.recovery_point):
+                if segment.base_offset >= target:
+                    break
+                segment.flush()
+            if self._unflushed_new_segment:
+                fsync_dir(self.dir)
+                self._unflushed_new_segment = False
+            self.recovery_point = target
+            self.last_flush_ms = self.clock()
+
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    # -- truncation and start offset -------------------------------------------------------
+    def truncate_to(self, target: int) -> bool:
+        """Remove everything at and above ``target``. Returns False if there was nothing to remove."""
+        with self.lock:
+            self._check_open()
+            if target < 0:
+                raise OffsetOutOfRangeError(f"{self.topic_partition}: cannot truncate to negative offset {target}")
+            if target >= self.log_end_offset:
+                self.epoch_cache.truncate_from_end(target)
+                return False
+            if target < self._bases[0]:
+                self.truncate_fully_and_start_at(target)
+                return True
+            doomed = [self._segments[b] for b in self._bases if b > target]
+            self._remove_segments(doomed)
+            active = self.active_segment
+            active.truncate_to(target)
+            active.resize_indexes_to_max()
+            self.epoch_cache.truncate_from_end(target)
+            self.log_start_offset = min(self.log_start_offset, target)
+            self.recovery_point = min(self.recovery_point, target)
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self.lock:
+            self._check_open()
+            doomed = self.segments
+            self._remove_segments(doomed)
+            segment = self._new_segment(offset)
+            self._segments[offset] = segment
+            self._bases = [offset]
+            self.epoch_cache.clear()
+            self.log_start_offset = offset
+            self.recovery_point = offset
+            self.high_watermark = offset
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """DeleteRecords: move the log start offset forward (never past the high watermark)."""
+        with self.lock:
+            self._check_open()
+            if new_start > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: cannot move the log start offset to {new_start}, past the high "
+                    f"watermark {self.high_watermark}"
+                )
+            if new_start <= self.log_start_offset:
+                return False
+            self.log_start_offset = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+            return True
+
+    def remove_segments(self, segments: list[LogSegment]) -> None:
+        """Take segments out of the log and rename their files ``.deleted`` (removed after a delay)."""
+        with self.lock:
+            self._remove_segments(segments)
+
+    def _remove_segments(self, segments: list[LogSegment]) -> None:
+        due = self.clock() + self.config.file_delete_delay_ms
+        for segment in segments:
+            if self._segments.pop(segment.base_offset, None) is None:
+                continue
+            self._bases.remove(segment.base_offset)
+            segment.close()
+            segment.change_suffix("", DELETED_SUFFIX)
+            self._pending_deletes.append((due, segment.files()))
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Physically remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
+        now = self.clock() if now_ms is None else now_ms
+        with self.lock:
+            due = [paths for when, paths in self._pending_deletes if when <= now]
+            self._pending_deletes = [(w, p) for w, p in self._pending_deletes if w > now]
+        removed = 0
+        for paths in due:
+            for path in paths:
+                try:
+                    path.unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+        return removed
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def update_config(self, config: LogConfig) -> None:
+        with self.lock:
+            self.config = config
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise UnknownTopicOrPartitionError(f"{self.topic_partition}: the log is closed")
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            for segment in self.segments:
+                segment.close()
+            self.closed = True
+
+    def rename_dir(self, new_dir: Path) -> None:
+        """Move the partition directory (deletion); the log must be closed first."""
+        with self.lock:
+            os.replace(self.dir, new_dir)
+            self.dir = new_dir
+            self.epoch_cache.rebind(new_dir)
+
+
+def _split_batches(data: bytes) -> Iterator[tuple[BatchInfo, bytes]]:
+    """Walk whole batches of an in-memory buffer (a fetch result or a batch file)."""
+    for info in iter_batch_infos(data):
+        yield info, data[info.position : info.position + info.size]
+

@@ -1,0 +1,317 @@
+"""One segment of a partition's log: a ``.log`` plus its ``.index`` and ``.timeindex``.
+
+This is Kafka's ``LogSegment``. It appends batches whose offsets are already
+assigned, keeps the sparse indexes (one entry per ``index.interval.bytes``),
+translates offsets and timestamps to file positions, decides whether it must
+roll, recovers itself from its ``.log`` after a crash, and truncates. It never
+assigns offsets and holds no lock: the ``Log`` above it does both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CorruptRecordError, StratalogError
+from .file_records import FileRecords
+from .index import OffsetIndex, TimeIndex
+from .names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
+from .records import BatchInfo, Record, decode_any, parse_legacy_entry, validate_batch
+
+INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+
+# Called by recovery for every valid batch: (batch header, batch bytes).
+BatchVisitor = Callable[[BatchInfo, bytes], None]
+
+
+class SegmentOffsetOverflowError(StratalogError):
+    """An offset that does not fit the segment's int32 relative offsets."""
+
+
+@dataclass(frozen=True, slots=True)
+class RollParams:
+    """What an append needs the active segment to consider before it is written."""
+
+    max_segment_ms: int  # segment.ms
+    max_segment_bytes: int
+    max_timestamp_in_append: int
+    last_offset_in_append: int
+    append_size: int
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSlice:
+    """Bytes read from one segment, starting at a batch boundary."""
+
+    base_offset: int  # the segment's
+    position: int
+    data: bytes
+    first_entry_incomplete: bool = False
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        create: bool,
+        suffix: str = "",
+        preallocate_bytes: int = 0,
+        roll_jitter_ms: int = 0,
+        now_ms: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self.created_ms = now_ms
+        self.log = FileRecords(segment_file(directory, base_offset, LOG_SUFFIX, suffix),
+                               create=create, preallocate_bytes=preallocate_bytes)
+        self.offset_index = OffsetIndex(segment_file(directory, base_offset, INDEX_SUFFIX, suffix),
+                                        base_offset, max_index_size, create=create)
+        self.time_index = TimeIndex(segment_file(directory, base_offset, TIME_INDEX_SUFFIX, suffix),
+                                    base_offset, max_index_size, create=create)
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp: int | None = None  # lazily from the time index (Kafka: maxTimestampAndOffsetSoFar)
+        self._offset_of_max_timestamp = base_offset
+        self._rolling_based_timestamp: int | None = None
+        self._rolling_loaded = False
+        self._next_offset: int | None = None
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, path={self.log.path})"
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    def _load_max_timestamp(self) -> None:
+        if self._max_timestamp is None:
+            timestamp, offset = self.time_index.last_entry()
+            self._max_timestamp, self._offset_of_max_timestamp = timestamp, offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        self._load_max_timestamp()
+        assert self._max_timestamp is not None
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        self._load_max_timestamp()
+        return self._offset_of_max_timestamp
+
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the file's mtime when the segment has none (as Kafka)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.log.mtime_ms()
+
+    def next_offset(self) -> int:
+        """One past the last offset in this segment (``readNextOffset``); the base offset if empty."""
+        if self._next_offset is None:
+            _, position = self.offset_index.last_entry()
+            next_offset = self.base_offset
+            for info in self.log.batches(position):
+                next_offset = info.last_offset + 1
+            self._next_offset = next_offset
+        return self._next_offset
+
+    def first_batch(self) -> BatchInfo | None:
+        return next(self.log.batches(0, chunk=4096), None)
+
+    def _rolling_timestamp(self) -> int | None:
+        if not self._rolling_loaded:
+            first = self.first_batch()
+            self._rolling_based_timestamp = first.max_timestamp if first is not None else None
+            self._rolling_loaded = True
+        return self._rolling_based_timestamp
+
+    # -- append -----------------------------------------------------------------------------
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
+               data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        relative = largest_offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise SegmentOffsetOverflowError(
+                f"offset {largest_offset} cannot go in segment {self.base_offset}: relative offset {relative} "
+                "is outside the int32 range"
+            )
+        position = self.log.size
+        if position == 0 and not self._rolling_loaded:
+            self._rolling_based_timestamp, self._rolling_loaded = largest_timestamp, True
+        self.log.append(data)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp, self._offset_of_max_timestamp = largest_timestamp, offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(data)
+        self._next_offset = largest_offset + 1
+
+    # -- roll -------------------------------------------------------------------------------
+    def should_roll(self, params: RollParams) -> bool:
+        if self.size > params.max_segment_bytes - params.append_size:
+            return True
+        if self.size > 0 and self._time_waited_for_roll(params) > params.max_segment_ms - self.roll_jitter_ms:
+            return True
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return True
+        relative = params.last_offset_in_append - self.base_offset
+        return not 0 <= relative <= INT32_MAX
+
+    def _time_waited_for_roll(self, params: RollParams) -> int:
+        first_timestamp = self._rolling_timestamp()
+        if first_timestamp is not None and first_timestamp >= 0:
+            return params.max_timestamp_in_append - first_timestamp
+        return params.now_ms - self.created_ms
+
+    def on_become_inactive(self) -> None:
+        """At roll: the final time-index entry, then trim every file to its content."""
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        self.log.trim()
+
+    def resize_indexes_to_max(self) -> None:
+        self.offset_index.resize_to_max()
+        self.time_index.resize_to_max()
+
+    # -- read -------------------------------------------------------------------------------
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
+        """The first batch whose last offset is ≥ ``offset`` (index lookup, then a header scan)."""
+        _, position = self.offset_index.lookup(offset)
+        for info in self.log.batches(max(position, starting_position), chunk=64 * 1024):
+            if info.last_offset >= offset:
+                return info
+        return None
+
+    def read(self, start_offset: int, max_size: int, *, max_position: int | None = None,
+             min_one_message: bool = False) -> SegmentSlice | None:
+        """Batch-granular read: the slice may begin with offsets below ``start_offset``."""
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        limit = self.size if max_position is None else max_position
+        adjusted = max(max_size, start.size) if min_one_message else max_size
+        length = max(0, min(limit - start.position, adjusted))
+        return SegmentSlice(self.base_offset, start.position, self.log.read(start.position, length),
+                            first_entry_incomplete=adjusted < start.size)
+
+    def batches(self, start_offset: int | None = None) -> Iterator[BatchInfo]:
+        position = 0
+        if start_offset is not None:
+            _, position = self.offset_index.lookup(start_offset)
+        return self.log.batches(position)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> Record | None:
+        """The first record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``."""
+        _, index_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(index_offset, starting_offset))
+        for info in self.log.batches(position):
+            if info.max_timestamp < timestamp or info.last_offset < starting_offset:
+                continue
+            _, records = decode_any(self.log.batch_bytes(info), 0, source=str(self.log.path))
+            for record in records:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record
+        return None
+
+    # -- recovery and truncation --------------------------------------------------------------
+    def recover(self, on_batch: BatchVisitor | None = None) -> int:
+        """Rebuild both indexes from the ``.log``, truncating at the first invalid batch.
+
+        Returns the number of bytes truncated. A batch is valid if its header
+        parses, it is whole, its CRC matches and its offsets fit this segment.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        valid_bytes = 0
+        last_index_entry = 0
+        source = str(self.log.path)
+        try:
+            for info, data in self.log.batches_with_data(0):
+                if info.magic >= 2:
+                    validate_batch(data, 0, source=source)
+                else:
+                    parse_legacy_entry(data, 0, verify_crc=True, source=source)
+                if not 0 <= info.last_offset - self.base_offset <= INT32_MAX:
+                    raise CorruptRecordError(info.position, f"offset {info.last_offset} is outside segment "
+                                             f"{self.base_offset}'s int32 range", source=source)
+                if info.max_timestamp > self._max_timestamp:
+                    self._max_timestamp, self._offset_of_max_timestamp = info.max_timestamp, info.last_offset
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(info.last_offset, valid_bytes)
+                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                    last_index_entry = valid_bytes
+                if on_batch is not None:
+                    on_batch(info, data)
+                valid_bytes += info.size
+        except CorruptRecordError:
+            pass  # everything from here on is the torn or corrupt tail
+        truncated = self.log.size - valid_bytes
+        if truncated:
+            self.log.truncate_to(valid_bytes)
+        self.offset_index.trim()
+        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        self.time_index.trim()
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        self._next_offset = None
+        self._rolling_loaded = False
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch containing an offset ≥ ``offset``; returns bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self._max_timestamp = None
+        if mapping is None:
+            return 0
+        removed = self.log.truncate_to(mapping.position)
+        self._bytes_since_last_index_entry = 0
+        self._next_offset = None
+        if self.size == 0:
+            self._rolling_loaded = False
+        return removed
+
+    # -- files ------------------------------------------------------------------------------
+    def flush(self) -> None:
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._max_timestamp is not None and self._max_timestamp >= 0:
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        self.offset_index.close()
+        self.time_index.close()
+        self.log.trim()
+        self.log.close()
+
+    def files(self) -> list[Path]:
+        return [self.log.path, self.offset_index.path, self.time_index.path]
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename every file of the segment from suffix ``old`` to ``new`` (the crash-safety state machine)."""
+        for part in (self.log, self.offset_index, self.time_index):
+            name = part.path.name
+            stem = name[: len(name) - len(old)] if old else name
+            part.rename(part.path.with_name(stem + new))
+
+    def delete_files(self) -> None:
+        self.log.delete_file()
+        self.offset_index.delete_file()
+        self.time_index.delete_file()

@@ -1,0 +1,226 @@
+"""The partition log: offsets, segments, indexes, reads, timestamps, truncation, validation."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from conftest import batch
+from stratalog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from stratalog.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from stratalog.records import Compression, Record, TimestampType, build_batch, decode_records, parse_header
+
+
+def snapshot(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def all_offsets(log) -> list[int]:
+    return [r.offset for r in log.read_records(log.log_start_offset)]
+
+
+def test_appends_get_contiguous_offsets_starting_at_the_log_end(make_log):
+    log = make_log()
+    first = log.append(batch(3))
+    second = log.append(batch(2))
+    assert (first.first_offset, first.last_offset) == (0, 2)
+    assert (second.first_offset, second.last_offset) == (3, 4)
+    assert log.log_end_offset == 5 == log.high_watermark
+    assert all_offsets(log) == [0, 1, 2, 3, 4]
+
+
+def test_offset_assignment_rewrites_only_the_header_of_an_uncompressed_batch(make_log):
+    log = make_log()
+    log.append(batch(1))
+    produced = batch(4)
+    log.append(produced)
+    stored = log.read(1, 1 << 20).data
+    assert stored[61:] == produced[61:]
+    assert parse_header(stored).base_offset == 1
+    assert parse_header(stored).crc == parse_header(produced).crc
+
+
+def test_a_read_inside_a_batch_returns_the_whole_batch(make_log):
+    log = make_log()
+    log.append(batch(5))
+    fetch = log.read(3, 1 << 20)
+    assert parse_header(fetch.data).base_offset == 0
+    assert [r.offset for r in decode_records(fetch.data)] == [0, 1, 2, 3, 4]
+
+
+def test_reading_outside_the_log_is_offset_out_of_range(make_log):
+    log = make_log()
+    log.append(batch(2))
+    with pytest.raises(OffsetOutOfRangeError, match=r"offset 3 is out of range; the log holds \[0, 2\)"):
+        log.read(3, 100)
+    assert log.read(2, 100).data == b""
+
+
+def test_segments_roll_on_size_with_twenty_digit_names(make_log):
+    log = make_log(segment_bytes=200)
+    for _ in range(6):
+        log.append(batch(1, value_size=60))
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 1 and bases == sorted(bases)
+    assert all(s.size <= 200 for s in log.segments)
+    names = sorted(p.name for p in log.dir.glob("*.log"))
+    assert names == [f"{b:020d}.log" for b in bases]
+    assert all_offsets(log) == list(range(6))
+
+
+def test_indexes_are_preallocated_while_active_and_trimmed_when_rolled(make_log):
+    log = make_log(segment_bytes=300, segment_index_bytes=4096, index_interval_bytes=1)
+    for _ in range(4):
+        log.append(batch(1, value_size=100))
+    inactive, active = log.segments[0], log.segments[-1]
+    assert active.offset_index.path.stat().st_size == 4096
+    assert active.time_index.path.stat().st_size == 4096 // 12 * 12
+    assert inactive.offset_index.path.stat().st_size == 8 * inactive.offset_index.entries
+    assert inactive.time_index.path.stat().st_size == 12 * inactive.time_index.entries
+
+
+def test_the_offset_index_is_sparse_every_index_interval_bytes(make_log):
+    log = make_log(index_interval_bytes=1000)
+    for _ in range(10):
+        log.append(batch(1, value_size=300))  # ~380-byte batches
+    entries = log.active_segment.offset_index.entries_list()
+    # No entry for the first append; then one each time more than 1000 bytes went by.
+    assert len(entries) == 3
+    positions = [p for _, p in entries]
+    assert all(b - a > 1000 for a, b in zip([0] + positions, positions))
+    for offset, position in entries:
+        info = next(log.active_segment.log.batches(position))
+        assert info.last_offset == offset
+
+
+def test_roll_on_time_uses_record_timestamps_not_the_wall_clock(make_log):
+    log = make_log(segment_ms=1000)
+    log.append(batch(1, timestamp=10_000))
+    log.append(batch(1, timestamp=10_500))
+    assert len(log.segments) == 1
+    log.append(batch(1, timestamp=11_001))
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_roll_when_relative_offsets_would_overflow_int32(make_log):
+    log = make_log()
+    log.append_raw(_batch_at(0))
+    log.append_raw(_batch_at(2**31 + 5))
+    assert [s.base_offset for s in log.segments] == [0, 2**31 + 5]
+
+
+def _batch_at(base: int) -> bytes:
+    return build_batch([Record(base, 1_700_000_000_000, b"k", b"v")], base_offset=base)
+
+
+def test_timestamp_lookup_finds_the_first_record_at_or_after_the_target(make_log):
+    log = make_log(segment_bytes=400, index_interval_bytes=1)
+    for i in range(20):
+        log.append(batch(2, timestamp=1000 + 10 * i))
+    found = log.offset_for_timestamp(1055)
+    assert (found.offset, found.timestamp) == (12, 1060)
+    assert log.offset_for_timestamp(1000).offset == 0
+    assert log.offset_for_timestamp(1191).offset == 39
+    assert log.offset_for_timestamp(5000) is None
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 0
+    assert log.offset_for_timestamp(LATEST_TIMESTAMP).offset == 40
+    assert log.offset_for_timestamp(MAX_TIMESTAMP).offset == 39
+
+
+def test_truncation_removes_the_whole_batch_containing_the_target(make_log):
+    log = make_log(segment_bytes=300)
+    for _ in range(6):
+        log.append(batch(2, value_size=40))
+    assert log.truncate_to(5)
+    assert log.log_end_offset == 4  # the batch [4, 5] straddled offset 5
+    assert all_offsets(log) == [0, 1, 2, 3]
+    log.append(batch(1))
+    assert all_offsets(log) == [0, 1, 2, 3, 4]
+
+
+def test_a_clean_reopen_needs_no_recovery_and_keeps_everything(make_log, tmp_path):
+    log = make_log(segment_bytes=300)
+    for _ in range(8):
+        log.append(batch(1, value_size=50))
+    log.flush()
+    log.close()
+    reopened = make_log(clean=True, segment_bytes=300)
+    assert all_offsets(reopened) == list(range(8))
+    reopened.append(batch(1))
+    assert reopened.log_end_offset == 9
+
+
+def test_flush_moves_the_recovery_point_and_flush_messages_flushes_on_append(make_log):
+    log = make_log("a-0")
+    log.append(batch(3))
+    assert log.recovery_point == 0
+    log.flush()
+    assert log.recovery_point == 3
+    eager = make_log("b-0", flush_messages=1)
+    eager.append(batch(2))
+    assert eager.recovery_point == 2
+
+
+def test_log_append_time_topics_stamp_the_broker_time(make_log, clock):
+    log = make_log(message_timestamp_type="LogAppendTime")
+    info = log.append(batch(2, timestamp=5))
+    assert info.log_append_time == clock.now
+    data = log.read(0, 1 << 20).data
+    header = parse_header(data)
+    assert header.timestamp_type == TimestampType.LOG_APPEND_TIME and header.max_timestamp == clock.now
+    assert [r.timestamp for r in decode_records(data)] == [clock.now, clock.now]
+
+
+def test_a_topic_compression_type_recompresses_the_batch(make_log):
+    log = make_log(compression_type="gzip")
+    log.append(batch(3))
+    data = log.read(0, 1 << 20).data
+    assert parse_header(data).compression == Compression.GZIP
+    assert [r.value for r in decode_records(data)] == [r.value for r in decode_records(batch(3))]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "bad", "error", "message"),
+    [
+        ({"max_message_bytes": 100}, batch(1, value_size=200), RecordTooLargeError, "max.message.bytes"),
+        ({"segment_bytes": 100}, batch(1, value_size=200), RecordBatchTooLargeError, "segment.bytes"),
+        ({"cleanup_policy": "compact"}, batch(2, key=None), InvalidRecordError, "record 0 of the batch has none"),
+        ({}, batch(1, timestamp=1_700_000_000_000 + 7_200_000), InvalidTimestampError, "after.max.ms"),
+        ({"message_timestamp_before_max_ms": 1000}, batch(1, timestamp=1_000), InvalidTimestampError,
+         "before.max.ms"),
+        ({}, batch(1)[:-1] + b"X", CorruptRecordError, "(?i)crc"),
+        ({}, batch(1)[:40], CorruptRecordError, "byte"),
+        ({}, batch(1) + batch(1), InvalidRecordError, "exactly one record batch"),
+    ],
+    ids=["too-large", "larger-than-segment", "keyless-on-compacted", "future-timestamp", "old-timestamp",
+         "bad-crc", "truncated", "two-batches"],
+)
+def test_a_refused_batch_names_the_problem_and_changes_nothing_on_disk(make_log, overrides, bad, error, message):
+    log = make_log(**overrides)
+    log.append(batch(1))
+    log.flush()
+    before = snapshot(log.dir)
+    with pytest.raises(error, match=message):
+        log.append(bad)
+    assert snapshot(log.dir) == before
+    assert log.log_end_offset == 1
+
+
+def test_the_log_start_offset_never_passes_the_high_watermark(make_log):
+    log = make_log()
+    log.append(batch(3))
+    assert log.maybe_increment_log_start_offset(2)
+    assert log.read(2, 100).data
+    with pytest.raises(OffsetOutOfRangeError, match="past the high watermark 3"):
+        log.maybe_increment_log_start_offset(4)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(1, 100)

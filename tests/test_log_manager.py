@@ -1,0 +1,204 @@
+"""Log directories: placement, locks, topic configs, deletion, checkpoint files in Kafka's format."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import batch
+from stratalog.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    LogDirError,
+    LogDirLockedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from stratalog.log_manager import LogManager, open_log_manager
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_new_partitions_go_to_the_directory_with_the_fewest(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    with open_log_manager([a, b]) as manager:
+        manager.create_topic("one", 3)
+        manager.create_topic("two", 1)
+        placed = {str(tp): log.dir.parent.name for tp, log in manager.logs().items()}
+    assert placed == {"one-0": "a", "one-1": "b", "one-2": "a", "two-0": "b"}
+
+
+def test_every_directory_gets_meta_properties_and_the_checkpoint_files(tmp_path):
+    with open_log_manager([tmp_path / "d"]) as manager:
+        manager.create_topic("orders", 2)
+        manager.get_log("orders", 1).append(batch(3))
+    d = tmp_path / "d"
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                 "replication-offset-checkpoint", "cleaner-offset-checkpoint", "meta.properties",
+                 ".kafka_cleanshutdown", ".lock"):
+        assert (d / name).exists(), name
+    assert (d / "recovery-point-offset-checkpoint").read_text() == "0\n2\norders 0 0\norders 1 3\n"
+    assert (d / "replication-offset-checkpoint").read_text() == "0\n2\norders 0 0\norders 1 3\n"
+    assert (d / "log-start-offset-checkpoint").read_text() == "0\n0\n"
+    assert json.loads((d / ".kafka_cleanshutdown").read_text()) == {"version": 0, "brokerEpoch": 0}
+    meta = (d / "meta.properties").read_text().splitlines()
+    assert meta[0] == "#" and meta[1].startswith("#")
+    assert {line.split("=")[0] for line in meta[2:]} == {"node.id", "directory.id", "version", "cluster.id"}
+
+
+def test_the_log_start_offset_checkpoint_lists_only_partitions_past_their_first_segment(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        manager.create_topic("t", 2)
+        log = manager.get_log("t", 0)
+        log.append(batch(5))
+        log.maybe_increment_log_start_offset(3)
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 3\n"
+    with open_log_manager([tmp_path]) as manager:
+        assert manager.get_log("t", 0).log_start_offset == 3
+
+
+def test_topic_configs_survive_a_restart(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        manager.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1000"})
+    with open_log_manager([tmp_path]) as manager:
+        description = manager.describe_topic("c")
+        assert description.overrides == {"cleanup.policy": "compact", "segment.bytes": "1000"}
+        assert description.config.segment_bytes == 1000 and description.config.compact
+
+
+def test_altering_a_topic_config_applies_to_the_open_logs_and_persists(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        manager.create_topic("t", 2)
+        manager.alter_topic_config("t", {"retention.ms": "1000"})
+        assert manager.get_log("t", 1).config.retention_ms == 1000
+    with open_log_manager([tmp_path]) as manager:
+        assert manager.get_log("t", 0).config.retention_ms == 1000
+
+
+def test_a_second_process_on_a_locked_directory_gets_a_clear_error_and_touches_nothing(tmp_path):
+    manager = open_log_manager([tmp_path])
+    manager.create_topic("t", 1)
+    before = tree(tmp_path)
+    script = textwrap.dedent(f"""
+        from stratalog.log_manager import open_log_manager
+        from stratalog.errors import LogDirLockedError
+        try:
+            open_log_manager([{str(tmp_path)!r}])
+        except LogDirLockedError as e:
+            print(e)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    after = tree(tmp_path)
+    manager.close()
+    assert f"data directory {tmp_path} is in use: process {os.getpid()} holds" in out.stdout
+    assert after == before
+
+
+def test_a_second_manager_in_the_same_process_is_refused_too(tmp_path):
+    with open_log_manager([tmp_path]):
+        with pytest.raises(LogDirLockedError):
+            open_log_manager([tmp_path])
+
+
+def test_deleting_a_topic_renames_its_directories_then_removes_them(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        manager.create_topic("gone", 2)
+        manager.create_topic("kept", 1)
+        renamed = manager.delete_topic("gone")
+        assert all(p.name.startswith("gone-") and p.name.endswith("-delete") and p.exists() for p in renamed)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            manager.get_log("gone", 0)
+        assert manager.delete_pending_dirs() == 2
+        assert not any(p.exists() for p in renamed)
+        assert manager.topics() == ["kept"]
+
+
+def test_a_delete_directory_left_by_a_crash_is_removed_after_restart(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        manager.create_topic("gone", 1)
+    (tmp_path / "gone-0").rename(tmp_path / "gone-0.0123456789abcdef0123456789abcdef-delete")
+    with open_log_manager([tmp_path]) as manager:
+        assert manager.topics() == []
+        assert manager.delete_pending_dirs() == 1
+    assert not (tmp_path / "gone-0.0123456789abcdef0123456789abcdef-delete").exists()
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../escape", "x" * 250, "spaces here", "tab\t", "ünï"])
+def test_illegal_topic_names_are_refused_and_nothing_is_created(tmp_path, name):
+    with open_log_manager([tmp_path / "d"]) as manager:
+        before = tree(tmp_path)
+        with pytest.raises(InvalidTopicError):
+            manager.create_topic(name, 1)
+        assert tree(tmp_path) == before
+
+
+def test_invalid_configs_and_partition_counts_are_refused_before_anything_is_written(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        before = tree(tmp_path)
+        with pytest.raises(InvalidConfigError, match="retention.ms"):
+            manager.create_topic("t", 1, {"retention.ms": "-5"})
+        with pytest.raises(InvalidConfigError, match="no.such.key"):
+            manager.create_topic("t", 1, {"no.such.key": "1"})
+        with pytest.raises(InvalidPartitionsError):
+            manager.create_topic("t", 0)
+        assert tree(tmp_path) == before
+        manager.create_topic("t", 2)
+        with pytest.raises(TopicExistsError):
+            manager.create_topic("t", 1)
+        with pytest.raises(InvalidPartitionsError, match="can only grow"):
+            manager.add_partitions("t", 1)
+
+
+def test_topics_whose_names_differ_only_by_dot_and_underscore_collide(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        manager.create_topic("a.b", 1)
+        with pytest.raises(InvalidTopicError, match="collides"):
+            manager.create_topic("a_b", 1)
+
+
+def test_adding_partitions_keeps_the_existing_ones(tmp_path):
+    with open_log_manager([tmp_path / "a", tmp_path / "b"]) as manager:
+        manager.create_topic("t", 1)
+        manager.get_log("t", 0).append(batch(2))
+        manager.add_partitions("t", 3)
+        assert sorted(manager.describe_topic("t").partitions) == [0, 1, 2]
+        assert manager.get_log("t", 0).log_end_offset == 2
+
+
+def test_a_path_that_is_a_file_is_not_a_data_directory(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("x")
+    with pytest.raises(LogDirError, match="is not a directory"):
+        LogManager([file]).open()
+
+
+def test_a_missing_directory_is_an_error_when_creation_is_not_asked_for(tmp_path):
+    with pytest.raises(LogDirError, match="does not exist"):
+        open_log_manager([tmp_path / "nope"], create_missing=False)
+
+
+def test_an_unclean_shutdown_is_recovered_and_a_clean_one_is_not(tmp_path):
+    manager = open_log_manager([tmp_path])
+    manager.create_topic("t", 1)
+    manager.get_log("t", 0).append(batch(4))
+    manager.close()
+    with open_log_manager([tmp_path]) as manager:
+        assert manager.load_reports[next(iter(manager.logs()))].recovered_segments == []
+    # A manager that is never closed leaves no marker: the next open recovers.
+    crashed = open_log_manager([tmp_path])
+    crashed.get_log("t", 0).append(batch(1))
+    for data_dir in crashed._dirs:
+        data_dir.lock.release()
+    with open_log_manager([tmp_path]) as manager:
+        report = manager.load_reports[next(iter(manager.logs()))]
+        assert report.recovered_segments == [0]
+        assert manager.get_log("t", 0).log_end_offset == 5
