@@ -26,8 +26,18 @@ from .checkpoint import fsync_dir
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordBatchTooLargeError, UnknownTopicOrPartitionError
 from .leader_epoch import LeaderEpochCache
-from .names import DELETED_SUFFIX, TopicPartition
-from .records import BatchInfo, Record, decode_any, iter_batch_infos, set_offsets_in_place
+from .crash_points import crash_point
+from .names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, TopicPartition
+from .records import (
+    BatchInfo,
+    Record,
+    TimestampType,
+    decode_any,
+    iter_batch_infos,
+    parse_header,
+    parse_legacy_entry,
+    set_offsets_in_place,
+)
 from .segment import LogSegment, RollParams, SegmentSlice
 from .validation import ValidatedBatch, validate_leader_batch
 
@@ -99,12 +109,15 @@ class Log:
         self._segments: dict[int, LogSegment] = {s.base_offset: s for s in segments}
         self._bases: list[int] = sorted(self._segments)
         self.lock = threading.RLock()
+        # Held by retention and the cleaner (never both at once on one log); appends and
+        # reads only take ``lock``, so they go on while a pass works.
+        self.maintenance_lock = threading.RLock()
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.high_watermark = self.log_end_offset
         self.last_flush_ms = clock()
         self._unflushed_new_segment = False
-        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.closed = False
 
     def __repr__(self) -> str:
@@ -263,28 +276,33 @@ class Log:
 
     def read_records(self, start_offset: int, max_records: int | None = None) -> Iterator[Record]:
         """Decoded records from ``start_offset`` to the high watermark (for tools, not the hot path)."""
+        for record, _ in self.read_records_with_type(start_offset, max_records):
+            yield record
+
+    def read_records_with_type(self, start_offset: int,
+                               max_records: int | None = None) -> Iterator[tuple[Record, TimestampType]]:
+        """Like ``read_records``, with each record's timestamp type (CreateTime or LogAppendTime)."""
         offset = start_offset
-        while max_records is None or max_records > 0:
+        remaining = max_records
+        while remaining is None or remaining > 0:
             fetch = self.read(offset, 1 << 20)
             if not fetch.data:
                 return
-            progressed = False
-            for _info, batch in _split_batches(fetch.data):
-                _, records = decode_any(batch, 0, source=str(self.dir))
+            before = offset
+            for info, batch in _split_batches(fetch.data):
+                timestamp_type, records = _decode_with_type(info, batch, str(self.dir))
                 for record in records:
                     if record.offset < offset:
                         continue
-                    yield record
+                    yield record, timestamp_type
                     offset = record.offset + 1
-                    progressed = True
-                    if max_records is not None:
-                        max_records -= 1
-                        if max_records == 0:
+                    if remaining is not None:
+                        remaining -= 1
+                        if remaining == 0:
                             return
-                if _info.last_offset + 1 > offset:
-                    offset = _info.last_offset + 1  # batches emptied by compaction
-                    progressed = True
-            if not progressed:
+                # A batch emptied by compaction still moves the position past its offsets.
+                offset = max(offset, info.last_offset + 1)
+            if offset == before:
                 return
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
@@ -389,36 +407,69 @@ class Log:
             self.epoch_cache.truncate_from_start(new_start)
             return True
 
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+        """Swap a ``.cleaned`` segment in for the segments it replaces, crash-safely (Kafka's ``replaceSegments``).
+
+        1. ``.cleaned`` → ``.swap`` for every file of the new segment: from here a
+           crash completes the swap on load; before the last rename it aborts it.
+        2. The old segments leave the map and are renamed ``.deleted``.
+        3. ``.swap`` → final name, then the directory is fsynced.
+        """
+        with self.lock:
+            self._check_open()
+            crash_point("swap.begin")
+            for part in (new.log, new.offset_index, new.time_index):
+                name = part.path.name
+                part.rename(part.path.with_name(name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
+                crash_point("swap.renamed_to_swap")
+            due = self.clock() + self.config.file_delete_delay_ms
+            for segment in sorted(old, key=lambda s: s.base_offset):
+                if self._segments.get(segment.base_offset) is not segment:
+                    continue  # already gone (retention or truncation since the pass began)
+                del self._segments[segment.base_offset]
+                self._bases.remove(segment.base_offset)
+                segment.change_suffix("", DELETED_SUFFIX)
+                self._pending_deletes.append((due, segment))
+                crash_point("swap.old_deleted")
+            new.change_suffix(SWAP_SUFFIX, "")
+            crash_point("swap.renamed_to_final")
+            self._segments[new.base_offset] = new
+            bisect.insort(self._bases, new.base_offset)
+            fsync_dir(self.dir)
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """After segments went: the start moves up to ``offset``, never past the high watermark."""
+        with self.lock:
+            new_start = min(offset, self.high_watermark)
+            if new_start > self.log_start_offset:
+                self.log_start_offset = new_start
+                self.epoch_cache.truncate_from_start(new_start)
+
     def remove_segments(self, segments: list[LogSegment]) -> None:
         """Take segments out of the log and rename their files ``.deleted`` (removed after a delay)."""
         with self.lock:
             self._remove_segments(segments)
 
     def _remove_segments(self, segments: list[LogSegment]) -> None:
+        # Files are renamed at once but stay open until physically deleted, so a reader
+        # that picked the segment up a moment ago still reads the bytes it expects.
         due = self.clock() + self.config.file_delete_delay_ms
         for segment in segments:
             if self._segments.pop(segment.base_offset, None) is None:
                 continue
             self._bases.remove(segment.base_offset)
-            segment.close()
             segment.change_suffix("", DELETED_SUFFIX)
-            self._pending_deletes.append((due, segment.files()))
+            self._pending_deletes.append((due, segment))
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
-        """Physically remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
+        """Physically remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
         now = self.clock() if now_ms is None else now_ms
         with self.lock:
-            due = [paths for when, paths in self._pending_deletes if when <= now]
-            self._pending_deletes = [(w, p) for w, p in self._pending_deletes if w > now]
-        removed = 0
-        for paths in due:
-            for path in paths:
-                try:
-                    path.unlink()
-                    removed += 1
-                except FileNotFoundError:
-                    pass
-        return removed
+            due = [segment for when, segment in self._pending_deletes if when <= now]
+            self._pending_deletes = [(w, s) for w, s in self._pending_deletes if w > now]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
 
     # -- lifecycle --------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
@@ -435,6 +486,8 @@ class Log:
                 return
             for segment in self.segments:
                 segment.close()
+            for _, segment in self._pending_deletes:
+                segment.close_files()
             self.closed = True
 
     def rename_dir(self, new_dir: Path) -> None:
@@ -443,6 +496,14 @@ class Log:
             os.replace(self.dir, new_dir)
             self.dir = new_dir
             self.epoch_cache.rebind(new_dir)
+
+
+def _decode_with_type(info: BatchInfo, batch: bytes, source: str) -> tuple[TimestampType, list[Record]]:
+    if info.magic >= 2:
+        timestamp_type = parse_header(batch).timestamp_type
+    else:
+        timestamp_type = parse_legacy_entry(batch, verify_crc=False).timestamp_type
+    return timestamp_type, decode_any(batch, 0, source=source)[1]
 
 
 def _split_batches(data: bytes) -> Iterator[tuple[BatchInfo, bytes]]:

@@ -110,6 +110,7 @@ class LogManager:
         self._log_dirs: dict[TopicPartition, _DataDir] = {}
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._pending_dir_deletes: list[Path] = []
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
         self.load_reports: dict[TopicPartition, LoadReport] = {}
         self.lock = threading.RLock()
         self._opened = False
@@ -172,6 +173,7 @@ class LogManager:
     def _load_dir(self, data_dir: _DataDir) -> None:
         recovery_points = data_dir.read_checkpoint(data_dir.recovery_points)
         start_offsets = data_dir.read_checkpoint(data_dir.log_start_offsets)
+        self._cleaner_offsets.update(data_dir.read_checkpoint(data_dir.cleaner_offsets))
         for child in sorted(data_dir.path.iterdir()):
             if not child.is_dir():
                 continue
@@ -332,6 +334,8 @@ class LogManager:
                 renamed.append(target)
                 self._pending_dir_deletes.append(target)
             self._topic_overrides.pop(topic, None)
+            for partition in current.partitions:
+                self._cleaner_offsets.pop(TopicPartition(topic, partition), None)
             self.write_checkpoints()
             return renamed
 
@@ -376,9 +380,23 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
+        self.checkpoint_cleaner_offsets()
 
-    def cleaner_checkpoint(self, tp: TopicPartition) -> OffsetCheckpointFile:
-        return self._log_dirs[tp].cleaner_offsets
+    def cleaner_offset(self, tp: TopicPartition) -> int | None:
+        """The cleaner's first dirty offset for ``tp`` from ``cleaner-offset-checkpoint``, if any."""
+        return self._cleaner_offsets.get(tp)
+
+    def write_cleaner_offset(self, tp: TopicPartition, offset: int) -> None:
+        with self.lock:
+            self._cleaner_offsets[tp] = offset
+            self.checkpoint_cleaner_offsets()
+
+    def checkpoint_cleaner_offsets(self) -> None:
+        with self.lock:
+            grouped = self._by_dir()
+            for data_dir in self._dirs:
+                data_dir.cleaner_offsets.write({tp: offset for tp, offset in self._cleaner_offsets.items()
+                                                if tp in grouped[id(data_dir)]})
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> list[TopicPartition]:
         """Flush logs whose ``flush.ms`` has elapsed since their last flush."""

@@ -301,6 +301,12 @@ class LogSegment:
         self.log.trim()
         self.log.close()
 
+    def close_files(self) -> None:
+        """Release file descriptors without trimming (the segment is being thrown away)."""
+        self.log.close()
+        self.offset_index.close()
+        self.time_index.close()
+
     def files(self) -> list[Path]:
         return [self.log.path, self.offset_index.path, self.time_index.path]
 

@@ -1,0 +1,317 @@
+"""One compaction of one log (Kafka's ``Cleaner.doClean``).
+
+1. Build the offset map over the dirty range [first dirty, first uncleanable):
+   key → latest offset, until the map is full; the pass then covers only up
+   to where the map reached (``end offset``), and the next pass goes on.
+2. Group every segment below the end offset by size (a group must fit one
+   segment, its indexes and int32 relative offsets) and rewrite each group
+   into one ``.cleaned`` segment, keeping original offsets:
+   * a record stays if it is past the map's reach, or if its offset is the
+     latest for its key and it has a value or is a tombstone still inside its
+     delete horizon; keyless records go;
+   * unchanged batches are copied byte for byte; changed ones are rebuilt
+     with their codec, producer fields and last offset; a batch that keeps a
+     tombstone (or a discardable marker) and has no horizon gets one,
+     ``now + delete.retention.ms`` (KIP-534), and loses it once passed;
+   * the last batch of the round is kept even when emptied, so its last
+     offset survives.
+3. Swap each group in with the ``.cleaned`` → ``.swap`` → final protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..config import LogConfig
+from ..crash_points import crash_point
+from ..log import Log
+from ..names import CLEANED_SUFFIX
+from ..records import (
+    BatchHeader,
+    BatchInfo,
+    Record,
+    TimestampType,
+    build_batch,
+    decode_any,
+    decode_records,
+    parse_header,
+)
+from ..segment import INT32_MAX, LogSegment
+from .offset_map import OffsetMap
+from .selection import LogToClean
+from .throttler import Throttler
+from .transactions import TransactionTracker, control_type, scan_aborted_transactions
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class CleanerStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_retained: int = 0
+    records_removed: int = 0
+    invalid_records: int = 0
+    map_records: int = 0
+    map_utilization: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    elapsed_seconds: float = 0.0
+
+    @property
+    def mb_per_second(self) -> float:
+        return self.bytes_read / 1e6 / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    end_offset: int
+    stats: CleanerStats
+    segments_before: int
+    segments_after: int
+
+
+class _Transactions:
+    """Aborted-transaction knowledge, scanned only once a transactional batch shows up."""
+
+    def __init__(self, log: Log) -> None:
+        self._log = log
+        self._tracker: TransactionTracker | None = None
+
+    def tracker(self) -> TransactionTracker:
+        if self._tracker is None:
+            self._tracker = TransactionTracker(scan_aborted_transactions(self._log))
+        return self._tracker
+
+
+class Cleaner:
+    def __init__(self, offset_map: OffsetMap, throttler: Throttler, *, progress: Progress | None = None) -> None:
+        self.offset_map = offset_map
+        self.throttler = throttler
+        self.progress = progress
+
+    # -- 1. the offset map ------------------------------------------------------------------
+    def _build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
+        offset_map = self.offset_map
+        offset_map.clear()
+        segments = [s for s in log.segments if s.base_offset < end and s.next_offset() > start]
+        transactions = _Transactions(log)
+        for index, segment in enumerate(segments):
+            next_base = segments[index + 1].base_offset if index + 1 < len(segments) else end
+            _, position = segment.offset_index.lookup(start)
+            for info, data in segment.log.batches_with_data(position):
+                if info.base_offset >= end:
+                    break
+                self._account_read(info.size, stats)
+                if info.last_offset < start:
+                    continue
+                if not self._map_batch(info, data, start, transactions, stats):
+                    stats.map_utilization = offset_map.utilization
+                    return  # full: this pass cleans up to the last whole batch mapped
+                offset_map.update_latest_offset(info.last_offset)
+            # Offsets missing at a segment's end (compacted away earlier) belong to it.
+            offset_map.update_latest_offset(min(next_base, end) - 1)
+        stats.map_utilization = offset_map.utilization
+
+    def _map_batch(self, info: BatchInfo, data: bytes, start: int, transactions: _Transactions,
+                   stats: CleanerStats) -> bool:
+        if info.magic >= 2:
+            header = parse_header(data)
+            if header.is_control:
+                if header.is_transactional:
+                    transactions.tracker().on_control_batch(header, control_type(data, header))
+                return True
+            if header.is_transactional and transactions.tracker().on_data_batch(header):
+                return True  # aborted data never enters the map
+            records = decode_records(data)
+        else:
+            records = decode_any(data, 0)[1]
+        offset_map = self.offset_map
+        for record in records:
+            stats.map_records += 1
+            if record.key is not None and record.offset >= start:
+                if not offset_map.try_put(record.key, record.offset):
+                    return False
+        return True
+
+    # -- 2. grouping ------------------------------------------------------------------------
+    @staticmethod
+    def group_segments(segments: list[LogSegment], config: LogConfig, first_uncleanable: int) -> list[list[LogSegment]]:
+        """Kafka's ``groupSegmentsBySize``: consecutive segments that fit together in one."""
+        groups: list[list[LogSegment]] = []
+        index = 0
+        while index < len(segments):
+            group = [segments[index]]
+            log_size = group[0].size
+            index_size = group[0].offset_index.size_in_bytes
+            time_size = group[0].time_index.size_in_bytes
+            index += 1
+            while index < len(segments):
+                candidate = segments[index]
+                last_estimate = (segments[index + 1].base_offset - 1 if index + 1 < len(segments)
+                                 else first_uncleanable - 1)
+                if (log_size + candidate.size > config.segment_bytes
+                        or index_size + candidate.offset_index.size_in_bytes > config.segment_index_bytes
+                        or time_size + candidate.time_index.size_in_bytes > config.segment_index_bytes
+                        or (candidate.size > 0 and last_estimate - group[0].base_offset > INT32_MAX)):
+                    break
+                group.append(candidate)
+                log_size += candidate.size
+                index_size += candidate.offset_index.size_in_bytes
+                time_size += candidate.time_index.size_in_bytes
+                index += 1
+            groups.append(group)
+        return groups
+
+    # -- 3. cleaning a group ----------------------------------------------------------------
+    def clean(self, log: Log, to_clean: LogToClean, now_ms: int) -> CleanResult:
+        stats = CleanerStats()
+        with log.maintenance_lock:
+            before = len(log.segments)
+            self._build_offset_map(log, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats)
+            end_offset = self.offset_map.latest_offset + 1
+            segments = [s for s in log.segments if s.base_offset < end_offset]
+            transactions = _Transactions(log)
+            for group in self.group_segments(segments, log.config, to_clean.first_uncleanable_offset):
+                self._clean_group(log, group, now_ms, to_clean.first_uncleanable_offset, transactions, stats)
+            stats.elapsed_seconds = time.monotonic() - stats.started
+            return CleanResult(end_offset, stats, before, len(log.segments))
+
+    def _clean_group(self, log: Log, group: list[LogSegment], now_ms: int, round_upper_bound: int,
+                     transactions: _Transactions, stats: CleanerStats) -> None:
+        config = log.config
+        cleaned = LogSegment(log.dir, group[0].base_offset, index_interval_bytes=config.index_interval_bytes,
+                             max_index_size=config.segment_index_bytes, create=True, suffix=CLEANED_SUFFIX,
+                             now_ms=now_ms)
+        try:
+            for segment in group:
+                for info, data in segment.log.batches_with_data(0):
+                    self._account_read(info.size, stats)
+                    output = self._filter_batch(info, data, config, now_ms, round_upper_bound, transactions, stats)
+                    if output is not None:
+                        out_data, last_offset, max_timestamp = output
+                        cleaned.append(last_offset, max_timestamp, last_offset, out_data)
+                        stats.bytes_written += len(out_data)
+                        self.throttler.maybe_throttle(len(out_data))
+                crash_point("clean.segment_copied")
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            mtime = os.stat(group[-1].log.path).st_mtime
+            os.utime(cleaned.log.path, (mtime, mtime))
+            crash_point("clean.before_swap")
+            log.replace_segments(cleaned, group)
+        except BaseException:
+            cleaned.delete_files()
+            raise
+
+    def _filter_batch(self, info: BatchInfo, data: bytes, config: LogConfig, now_ms: int, round_upper_bound: int,
+                      transactions: _Transactions, stats: CleanerStats) -> tuple[bytes, int, int] | None:
+        """The bytes to write for one batch (original or rebuilt), or None to drop it."""
+        if info.magic < 2:
+            return self._filter_legacy(info, data, stats)
+        header = parse_header(data)
+        discard_batch = False
+        marker_discardable = False
+        if header.is_control:
+            marker_discardable = header.is_transactional and transactions.tracker().on_control_batch(
+                header, control_type(data, header))
+            horizon = header.delete_horizon_ms
+            discard_batch = marker_discardable and horizon is not None and horizon <= now_ms
+        elif header.is_transactional:
+            discard_batch = transactions.tracker().on_data_batch(header)
+        retain_empty = header.next_offset == round_upper_bound
+
+        records = decode_records(data)
+        stats.records_read += len(records)
+        if discard_batch:
+            kept: list[Record] = []
+        elif header.is_control:
+            kept = records  # a kept marker keeps its record
+        else:
+            kept = [r for r in records if self._keep_record(r, header, now_ms, stats)]
+        stats.records_retained += len(kept)
+        stats.records_removed += len(records) - len(kept)
+
+        if not kept:
+            if retain_empty:
+                return self._empty_batch(header), header.last_offset, header.max_timestamp
+            return None
+        has_tombstone = not header.is_control and any(r.value is None for r in kept)
+        needs_horizon = (has_tombstone or (header.is_control and marker_discardable)) \
+            and header.delete_horizon_ms is None
+        if len(kept) == len(records) and not needs_horizon:
+            return data, header.last_offset, header.max_timestamp
+        horizon = now_ms + config.delete_retention_ms if needs_horizon else header.delete_horizon_ms
+        rebuilt = self._rebuild(header, kept, horizon)
+        return rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp
+
+    def _keep_record(self, record: Record, header: BatchHeader, now_ms: int, stats: CleanerStats) -> bool:
+        offset_map = self.offset_map
+        if record.offset > offset_map.latest_offset:
+            return True
+        if record.key is None:
+            stats.invalid_records += 1
+            return False
+        if record.offset < offset_map.get(record.key):
+            return False
+        if record.value is not None:
+            return True
+        horizon = header.delete_horizon_ms
+        return horizon is None or now_ms < horizon
+
+    @staticmethod
+    def _rebuild(header: BatchHeader, kept: list[Record], horizon: int | None) -> bytes:
+        log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        return build_batch(
+            kept,
+            base_offset=header.base_offset,
+            compression=header.compression,
+            timestamp_type=header.timestamp_type,
+            partition_leader_epoch=header.partition_leader_epoch,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional,
+            is_control=header.is_control,
+            delete_horizon_ms=horizon,
+            last_offset_delta=header.last_offset_delta,
+            max_timestamp=header.max_timestamp if log_append else None,
+        )
+
+    @staticmethod
+    def _empty_batch(header: BatchHeader) -> bytes:
+        return build_batch(
+            [], base_offset=header.base_offset, timestamp_type=header.timestamp_type,
+            partition_leader_epoch=header.partition_leader_epoch, producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional, is_control=header.is_control,
+            last_offset_delta=header.last_offset_delta, max_timestamp=header.max_timestamp,
+        )
+
+    def _filter_legacy(self, info: BatchInfo, data: bytes, stats: CleanerStats) -> tuple[bytes, int, int] | None:
+        """v0/v1 entries: kept as they are when whole; otherwise what remains is rewritten as v2 (KIP-724)."""
+        records = decode_any(data, 0)[1]
+        stats.records_read += len(records)
+        offset_map = self.offset_map
+        # Legacy tombstones are kept while latest: Kafka's legacy horizon uses file mtimes,
+        # which a copy can reset, so keeping them is the choice that never loses a delete.
+        kept = [r for r in records
+                if r.offset > offset_map.latest_offset
+                or (r.key is not None and r.offset >= offset_map.get(r.key))]
+        stats.records_retained += len(kept)
+        stats.records_removed += len(records) - len(kept)
+        if not kept:
+            return None
+        if len(kept) == len(records):
+            return data, info.last_offset, info.max_timestamp
+        rebuilt = build_batch(kept, base_offset=kept[0].offset, last_offset_delta=kept[-1].offset - kept[0].offset)
+        return rebuilt, kept[-1].offset, max(r.timestamp for r in kept)
+
+    def _account_read(self, size: int, stats: CleanerStats) -> None:
+        stats.bytes_read += size
+        self.throttler.maybe_throttle(size)
+        if self.progress is not None:
+            self.progress(size)

@@ -1,0 +1,315 @@
+"""Compaction: the latest value per key survives at its original offset, tombstones until their horizon."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+
+from stratalog.cleaner import LogCleaner
+from stratalog.cleaner.offset_map import OffsetMap
+from stratalog.log_manager import LogManager
+from stratalog.config import EngineConfig
+from stratalog.records import (
+    Compression,
+    ControlRecordType,
+    Record,
+    build_batch,
+    build_end_txn_marker_batch,
+    iter_batch_infos,
+)
+
+DAY = 86_400_000
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": "1500", "min.cleanable.dirty.ratio": "0.01",
+           "index.interval.bytes": "100"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def open_manager(path: Path, clock: Clock, **engine: object) -> LogManager:
+    config = EngineConfig.from_properties({k.replace("_", "."): v for k, v in engine.items()})
+    return LogManager([path], config, clock=clock).open()
+
+
+def on_disk(partition_dir: Path) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record in the partition's segments, parsed by kafka-python (an independent implementation)."""
+    found = []
+    for path in sorted(partition_dir.glob("*.log")):
+        data = path.read_bytes()
+        for info in iter_batch_infos(data):
+            batch = DefaultRecordBatch(bytes(data[info.position : info.position + info.size]))
+            assert batch.validate_crc(), f"{path} at {info.position}: CRC"
+            if batch.is_control_batch:
+                continue
+            for record in batch:
+                found.append((record.offset, record.key, record.value))
+    return found
+
+
+def write_workload(log, rng: random.Random, count: int, keys: int, model: dict, now: int,
+                   tombstone_rate: float = 0.1) -> None:
+    written = 0
+    while written < count:
+        n = rng.randint(1, 6)
+        records = []
+        for i in range(n):
+            key = b"key-%d" % rng.randrange(keys)
+            value = None if rng.random() < tombstone_rate else b"v%d-" % rng.randrange(10**6) * rng.randint(1, 8)
+            records.append(Record(i, now + written + i, key, value))
+        info = log.append(build_batch(records, compression=rng.choice(list(Compression))))
+        for i, record in enumerate(records):
+            model[record.key] = (info.first_offset + i, record.value)
+        written += n
+
+
+def expected_after_clean(model: dict, all_records: list, end_offset: int, *, tombstones: bool) -> list:
+    latest = {key: offset for key, (offset, _) in model.items()}
+    keep = []
+    for offset, key, value in all_records:
+        if offset >= end_offset:
+            keep.append((offset, key, value))
+        elif latest.get(key) == offset and (value is not None or tombstones):
+            keep.append((offset, key, value))
+    return keep
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_compaction_keeps_exactly_the_latest_value_per_key_at_its_original_offset(tmp_path, seed):
+    rng = random.Random(seed)
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    manager.create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    model: dict = {}
+    write_workload(log, rng, 600, 40, model, clock.now)
+    before = on_disk(log.dir)
+    log.roll()  # everything becomes cleanable
+    reports = LogCleaner(manager).run_pass()
+    assert len(reports) == 1
+    report = reports[0]
+    assert report.end_offset == log.log_end_offset
+    after = on_disk(log.dir)
+    assert after == expected_after_clean(model, before, report.end_offset, tombstones=True)
+    offsets = [o for o, _, _ in after]
+    assert offsets == sorted(set(offsets))
+    assert report.dirty_ratio_after < report.dirty_ratio_before
+    assert report.stats.records_removed == len(before) - len(after)
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == f"0\n1\nc 0 {report.end_offset}\n"
+    manager.close()
+
+
+def test_tombstones_stay_until_the_delete_horizon_then_go(tmp_path):
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    manager.create_topic("c", 1, {**COMPACT, "delete.retention.ms": str(DAY)})
+    log = manager.get_log("c", 0)
+    log.append(build_batch([Record(0, clock.now, b"a", b"1"), Record(1, clock.now, b"b", b"2")]))
+    log.append(build_batch([Record(0, clock.now, b"a", None)]))
+    log.roll()
+    cleaner = LogCleaner(manager)
+    cleaner.run_pass()
+    assert on_disk(log.dir) == [(1, b"b", b"2"), (2, b"a", None)]
+    # New dirty data triggers another pass; before the horizon the tombstone survives it...
+    clock.now += DAY - 1
+    log.append(build_batch([Record(0, clock.now, b"c", b"3")]))
+    log.roll()
+    cleaner.run_pass(force=True)
+    assert (2, b"a", None) in on_disk(log.dir)
+    # ...and once the horizon has passed, the next pass removes it.
+    clock.now += 2
+    log.append(build_batch([Record(0, clock.now, b"d", b"4")]))
+    log.roll()
+    cleaner.run_pass(force=True)
+    assert on_disk(log.dir) == [(1, b"b", b"2"), (3, b"c", b"3"), (4, b"d", b"4")]
+    manager.close()
+
+
+def test_a_full_offset_map_cleans_up_to_where_it_reached_and_the_next_pass_goes_on(tmp_path):
+    rng = random.Random(7)
+    clock = Clock()
+    # Room for only a few dozen keys per pass.
+    manager = open_manager(tmp_path, clock, log_cleaner_dedupe_buffer_size=6000)
+    manager.create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    model: dict = {}
+    write_workload(log, rng, 800, 200, model, clock.now, tombstone_rate=0.0)
+    all_records = on_disk(log.dir)
+    log.roll()
+    cleaner = LogCleaner(manager)
+    passes = 0
+    while True:
+        reports = cleaner.run_pass()
+        if not reports:
+            break
+        passes += 1
+        assert reports[0].end_offset <= log.log_end_offset
+        assert passes < 50
+    assert passes > 1
+    latest = {key: offset for key, (offset, _) in model.items()}
+    assert on_disk(log.dir) == [(o, k, v) for o, k, v in all_records if latest[k] == o]
+    manager.close()
+
+
+def test_keys_that_share_a_hash_never_lose_a_record(tmp_path):
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    manager.create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    rng = random.Random(11)
+    model: dict = {}
+    write_workload(log, rng, 300, 30, model, clock.now, tombstone_rate=0.0)
+    all_records = on_disk(log.dir)
+    log.roll()
+    # Every key hashes to one of two values: collisions everywhere.
+    LogCleaner(manager, hash_function=lambda key: len(key) % 2).run_pass()
+    latest = {key: offset for key, (offset, _) in model.items()}
+    assert on_disk(log.dir) == [(o, k, v) for o, k, v in all_records if latest[k] == o]
+    manager.close()
+
+
+def test_a_hash_keyed_map_would_have_lost_the_record_the_key_compared_map_keeps():
+    tiny_hash = lambda key: 0  # noqa: E731 - two different keys, one hash
+    # Kafka's SkimpyOffsetMap keys by hash alone: b's offset overwrites a's slot.
+    hash_only: dict[int, int] = {}
+    hash_only[tiny_hash(b"a")] = 0
+    hash_only[tiny_hash(b"b")] = 1
+    assert 0 < hash_only[tiny_hash(b"a")]  # a@0 would be judged superseded: its only value lost
+    ours = OffsetMap(10_000, hash_function=tiny_hash)
+    assert ours.try_put(b"a", 0) and ours.try_put(b"b", 1)
+    assert ours.get(b"a") == 0 and ours.get(b"b") == 1
+
+
+def test_the_offset_map_refuses_new_keys_past_its_memory_budget_but_updates_known_ones():
+    offset_map = OffsetMap(1000, load_factor=0.5)
+    accepted = 0
+    while offset_map.try_put(b"key-%d" % accepted, accepted):
+        accepted += 1
+    assert 0 < accepted and offset_map.used_bytes <= 500
+    assert offset_map.try_put(b"key-0", 99) and offset_map.get(b"key-0") == 99
+
+
+def test_compact_delete_topics_also_apply_retention_after_cleaning(tmp_path):
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    manager.create_topic("c", 1, {**COMPACT, "cleanup.policy": "compact,delete", "retention.ms": str(DAY)})
+    log = manager.get_log("c", 0)
+    # 1,400 bytes: too large to be grouped with the next segment, so it keeps its old timestamp.
+    log.append(build_batch([Record(0, clock.now - 2 * DAY, b"old", b"x" * 1400)]))
+    log.roll()
+    log.append(build_batch([Record(0, clock.now, b"new", b"y"), Record(1, clock.now, b"new", b"z")]))
+    log.roll()
+    report = LogCleaner(manager).run_pass()[0]
+    assert [d.base_offset for d in report.retention_deletions] == [0]
+    assert on_disk(log.dir) == [(2, b"new", b"z")]
+    manager.close()
+
+
+def test_segments_younger_than_the_min_compaction_lag_are_not_cleaned(tmp_path):
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    manager.create_topic("c", 1, {**COMPACT, "min.compaction.lag.ms": str(DAY)})
+    log = manager.get_log("c", 0)
+    log.append(build_batch([Record(0, clock.now - 2 * DAY, b"k", b"1")]))
+    log.roll()
+    log.append(build_batch([Record(0, clock.now, b"k", b"2")]))
+    log.roll()
+    log.append(build_batch([Record(0, clock.now, b"k", b"3")]))
+    LogCleaner(manager).run_pass(force=True)
+    # Only the old segment was cleanable; the map saw k@0 alone, so nothing could be superseded.
+    assert on_disk(log.dir) == [(0, b"k", b"1"), (1, b"k", b"2"), (2, b"k", b"3")]
+    clock.now += 2 * DAY
+    LogCleaner(manager).run_pass(force=True)
+    assert on_disk(log.dir) == [(1, b"k", b"2"), (2, b"k", b"3")]
+    manager.close()
+
+
+def test_the_filthiest_log_is_cleaned_first(tmp_path):
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    cleaner = LogCleaner(manager)
+    for topic in ("mild", "filthy"):
+        manager.create_topic(topic, 1, COMPACT)
+        log = manager.get_log(topic, 0)
+        for i in range(40):
+            log.append(build_batch([Record(0, clock.now, b"k%d" % i, b"v" * 50)]))
+        log.roll()
+    cleaner.run_pass()
+    # After a clean, new data makes a log dirty in proportion to its size.
+    for topic, new_records in (("mild", 5), ("filthy", 30)):
+        log = manager.get_log(topic, 0)
+        for i in range(new_records):
+            log.append(build_batch([Record(0, clock.now, b"k%d" % i, b"w" * 50)]))
+        log.roll()
+    ratios = cleaner.dirty_ratios()
+    assert ratios[next(tp for tp in ratios if tp.topic == "filthy")] > ratios[next(tp for tp in ratios if tp.topic == "mild")]
+    first = cleaner.clean_filthiest()
+    assert first is not None and first.topic_partition.topic == "filthy"
+    manager.close()
+
+
+def test_aborted_transactions_are_removed_and_their_markers_go_after_the_horizon(tmp_path):
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    manager.create_topic("c", 1, {**COMPACT, "delete.retention.ms": "1000"})
+    log = manager.get_log("c", 0)
+
+    def append(batch_bytes: bytes) -> None:
+        log.append_raw(batch_bytes)
+
+    leo = log.log_end_offset
+    append(build_batch([Record(leo, clock.now, b"a", b"committed")], base_offset=leo, producer_id=7,
+                       producer_epoch=0, base_sequence=0, is_transactional=True))
+    append(build_end_txn_marker_batch(ControlRecordType.COMMIT, producer_id=7, producer_epoch=0,
+                                      coordinator_epoch=0, base_offset=1, timestamp=clock.now))
+    append(build_batch([Record(2, clock.now, b"b", b"aborted")], base_offset=2, producer_id=8,
+                       producer_epoch=0, base_sequence=0, is_transactional=True))
+    append(build_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=8, producer_epoch=0,
+                                      coordinator_epoch=0, base_offset=3, timestamp=clock.now))
+    append(build_batch([Record(4, clock.now, b"c", b"plain")], base_offset=4))
+    log.roll()
+    cleaner = LogCleaner(manager)
+
+    def clean_with_new_data(key: bytes) -> None:
+        log.append(build_batch([Record(0, clock.now, key, b"more")]))
+        log.roll()
+        cleaner.run_pass(force=True)
+
+    def markers() -> list[int]:
+        return [info.base_offset for path in sorted(log.dir.glob("*.log"))
+                for info in iter_batch_infos(path.read_bytes()) if info.base_offset in (1, 3)]
+
+    cleaner.run_pass(force=True)
+    assert on_disk(log.dir) == [(0, b"a", b"committed"), (4, b"c", b"plain")]
+    assert markers() == [1, 3]  # the abort marker is kept: this pass saw its transaction's data
+    clean_with_new_data(b"d")  # no aborted data left: the marker gets its delete horizon
+    assert markers() == [1, 3]
+    clock.now += 2000
+    clean_with_new_data(b"e")
+    # Past the horizon the abort marker goes; the commit marker stays while its data (a@0) does, as in Kafka.
+    assert markers() == [1]
+    manager.close()
+
+
+def test_the_io_throttle_holds_a_pass_near_the_configured_rate(tmp_path):
+    clock = Clock()
+    cap = 3_000_000
+    manager = open_manager(tmp_path, clock, log_cleaner_io_max_bytes_per_second=cap)
+    manager.create_topic("c", 1, {**COMPACT, "segment.bytes": "1048576"})
+    log = manager.get_log("c", 0)
+    for i in range(6000):
+        log.append(build_batch([Record(0, clock.now, b"k%d" % (i % 500), b"x" * 1000)]))
+    log.roll()
+    report = LogCleaner(manager).run_pass()[0]
+    rate = (report.stats.bytes_read + report.stats.bytes_written) / report.stats.elapsed_seconds
+    assert report.stats.elapsed_seconds > 1.5
+    print(f"throttle: {rate:.0f} B/s for a cap of {cap}")
+    assert 0.8 * cap <= rate <= 1.2 * cap, f"measured {rate:.0f} B/s against a cap of {cap}"
+    manager.close()
