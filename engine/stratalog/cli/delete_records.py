@@ -1,0 +1,30 @@
+"""``stratalog delete-records``: Kafka's DeleteRecords on a partition of a local directory."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..retention import delete_records
+from .common import add_data_dirs, add_engine_config, opened, print_json
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("delete-records", help="move a partition's log start offset forward, dropping "
+                                                   "whole segments below it")
+    add_data_dirs(parser)
+    add_engine_config(parser)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--partition", type=int, required=True)
+    parser.add_argument("--before-offset", type=int, required=True,
+                        help="the new log start offset (at most the high watermark)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with opened(args) as manager:
+        log = manager.get_log(args.topic, args.partition)
+        start = delete_records(log, args.before_offset)
+        print_json({"topic": args.topic, "partition": args.partition, "lowWatermark": start,
+                    "segments": len(log.segments)})
+    return 0
