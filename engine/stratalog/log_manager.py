@@ -201,7 +201,7 @@ class LogManager:
             self._topic_overrides.setdefault(tp.topic, overrides)
             self.load_reports[tp] = report
 
-    def _log_config(self, overrides: Mapping[str, str], *, where: str) -> LogConfig:
+    def _log_config(self, overrides: Mapping[str, object], *, where: str) -> LogConfig:
         try:
             return LogConfig.from_overrides(overrides, base=self.default_log_config)
         except InvalidConfigError as error:

@@ -149,7 +149,7 @@ class LogCleaner:
 
     def run_pass(self, *, force: bool = False, topic: str | None = None) -> list[CleanReport]:
         """Clean every due compacted log once, filthiest first."""
-        reports = []
+        reports: list[CleanReport] = []
         done: set[TopicPartition] = set()
         while True:
             report = self.clean_filthiest(force=force, topic=topic, exclude=done)

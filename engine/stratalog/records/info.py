@@ -1,0 +1,117 @@
+"""Format-agnostic batch boundaries: what storage needs without decoding records.
+
+Segments, indexes, recovery and retention walk a log file batch by batch and
+need only each batch's position, size, offsets and max timestamp, whatever its
+magic.  This mirrors ``FileLogInputStream.nextBatch``: read the 17 bytes up to
+the magic, reject a size below the v0 minimum, and treat an entry running past
+the end of the buffer as a partial tail ("no more batches"), not an error.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from stratalog.errors import CorruptRecordError
+from stratalog.records.batch_header import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH, NO_TIMESTAMP
+from stratalog.records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, legacy_records, parse_legacy_entry
+from stratalog.records.reader import decode_records
+from stratalog.records.record import Record
+from stratalog.records.varint import Buffer
+
+HEADER_SIZE_UP_TO_MAGIC = LOG_OVERHEAD + 5  # offset, size, v2 leader epoch / v0-v1 crc, magic
+
+_OFFSET_SIZE_TO_MAGIC = struct.Struct(">qi4xb")
+_V2_TAIL = struct.Struct(">6xi8xq")  # from byte 17: crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """Where a batch is and what it covers.
+
+    For v0/v1 entries base_offset = last_offset = the entry's offset field (a
+    compressed wrapper carries its last inner offset), max_timestamp is the v1
+    timestamp (-1 for v0) and records_count is None, as Kafka's ``countOrNull``.
+    """
+
+    position: int
+    size: int
+    magic: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    records_count: int | None
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def peek_batch(buf: Buffer, pos: int, *, source: str | None = None) -> BatchInfo | None:
+    """Read the batch at ``pos`` from its header only.
+
+    Returns None for a partial tail: at most 17 bytes left (Kafka's
+    ``position >= end - HEADER_SIZE_UP_TO_MAGIC``) or fewer bytes than the entry
+    declares - the caller may read more.  Raises CorruptRecordError for a size
+    field below 14, a magic other than 0/1/2, a v1 entry too short for its
+    timestamp or a v2 batchLength below 49.
+    """
+    if len(buf) - pos <= HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    offset, size, magic = _OFFSET_SIZE_TO_MAGIC.unpack_from(buf, pos)
+    if size < RECORD_OVERHEAD_V0:
+        raise CorruptRecordError(
+            pos + 8,
+            f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
+            source=source,
+        )
+    total = LOG_OVERHEAD + size
+    if total > len(buf) - pos:
+        return None
+    if magic == 2:
+        if size < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                pos + 8,
+                f"Record batch is corrupt (the size {total} is smaller than the minimum allowed overhead "
+                f"{LOG_OVERHEAD + MIN_BATCH_LENGTH})",
+                source=source,
+            )
+        last_delta, max_ts = _V2_TAIL.unpack_from(buf, pos + MAGIC_OFFSET + 1)
+        (count,) = _INT32.unpack_from(buf, pos + 57)
+        return BatchInfo(pos, total, 2, offset, offset + last_delta, max_ts, count)
+    if magic == 1:
+        if size < RECORD_OVERHEAD_V1:
+            raise CorruptRecordError(
+                pos + 8,
+                f"Found record size {size} smaller than minimum v1 record overhead ({RECORD_OVERHEAD_V1})",
+                source=source,
+            )
+        (timestamp,) = _INT64.unpack_from(buf, pos + 18)
+        return BatchInfo(pos, total, 1, offset, offset, timestamp, None)
+    if magic == 0:
+        return BatchInfo(pos, total, 0, offset, offset, NO_TIMESTAMP, None)
+    raise CorruptRecordError(pos + MAGIC_OFFSET, f"unknown magic {magic}", source=source)
+
+
+def iter_batch_infos(buf: Buffer, *, start: int = 0, source: str | None = None) -> Iterator[BatchInfo]:
+    """Every batch from ``start`` on; stops silently at a partial tail."""
+    pos = start
+    while (info := peek_batch(buf, pos, source=source)) is not None:
+        yield info
+        pos += info.size
+
+
+def decode_any(
+    buf: Buffer, pos: int = 0, *, verify_crc: bool = True, source: str | None = None
+) -> tuple[BatchInfo, list[Record]]:
+    """The batch at ``pos`` and its records, whatever its magic (v0/v1 deep-iterated)."""
+    info = peek_batch(buf, pos, source=source)
+    if info is None:
+        raise CorruptRecordError(pos, f"incomplete batch: only {max(len(buf) - pos, 0)} bytes left", source=source)
+    if info.magic == 2:
+        return info, decode_records(buf, pos, verify_crc=verify_crc, source=source)
+    entry = parse_legacy_entry(buf, pos, verify_crc=verify_crc, source=source)
+    return info, legacy_records(entry, verify_crc=verify_crc, source=source)
