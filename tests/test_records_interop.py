@@ -1,13 +1,18 @@
-"""stratalog.records against kafka-python, an independent implementation of Kafka's formats.
+"""stratalog.records against kafka-python and against Apache Kafka's own Java code.
 
 Batches we build must read back in kafka-python with a valid CRC and the same
 records; batches and legacy message sets kafka-python builds (every codec,
-headers, null keys and values) must decode identically here.
+headers, null keys and values) must decode identically here.  The last tests
+run Kafka's ``MemoryRecords`` (from the jars ``scripts/kafka-toolchain``
+fetches) both ways: Kafka validates and iterates what we build, and we decode
+what Kafka's ``MemoryRecordsBuilder`` writes, line for line.
 """
 
 from __future__ import annotations
 
+import random
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +22,7 @@ from kafka import codec as kcodec
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
+from kafka_tools import KafkaToolchain, kafka_toolchain  # noqa: F401  (pytest fixture)
 from stratalog.records import (
     Compression,
     ControlRecordType,
@@ -31,6 +37,7 @@ from stratalog.records import (
     decompress,
     iter_batch_infos,
     legacy_records,
+    parse_header,
     parse_legacy_entry,
     peek_batch,
     set_max_timestamp_in_place,
@@ -318,3 +325,225 @@ def test_kafka_pythons_codec_streams_decompress_here(size: int) -> None:
     assert decompress(Compression.LZ4, kcodec.lz4_encode(data)) == data
     assert decompress(Compression.GZIP, kcodec.gzip_encode(data)) == data
     assert decompress(Compression.ZSTD, kcodec.zstd_encode(data)) == data
+
+
+# --------------------------------------------------------------------------- Apache Kafka's own code
+
+# A single-file Java program run with the pinned Kafka jars on the class path:
+# "read" validates (ensureValid: size + CRC-32C) and iterates every batch of the
+# given files with MemoryRecords, printing one line per batch and per record;
+# "write" builds batches with MemoryRecordsBuilder (every codec; CreateTime,
+# LogAppendTime, transactional, delete horizon) plus a COMMIT marker.
+# Written against org.apache.kafka.common.record.internal (Kafka 4.x).
+KAFKA_RECORDS_CHECK = r"""
+import java.nio.ByteBuffer;
+import java.nio.file.*;
+import java.util.*;
+import org.apache.kafka.common.compress.Compression;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.record.TimestampType;
+import org.apache.kafka.common.record.internal.*;
+import org.apache.kafka.common.utils.ByteBufferOutputStream;
+
+public class KafkaRecordsCheck {
+    static String hex(ByteBuffer b) {
+        if (b == null) return "-";
+        StringBuilder sb = new StringBuilder("x");
+        ByteBuffer d = b.duplicate();
+        while (d.hasRemaining()) sb.append(String.format("%02x", d.get()));
+        return sb.toString();
+    }
+
+    static String hex(byte[] b) { return b == null ? "-" : hex(ByteBuffer.wrap(b)); }
+
+    static void read(Path file) throws Exception {
+        MemoryRecords recs = MemoryRecords.readableRecords(ByteBuffer.wrap(Files.readAllBytes(file)));
+        for (MutableRecordBatch batch : recs.batches()) {
+            batch.ensureValid();
+            System.out.println(String.join(" ", "B", "" + batch.baseOffset(), "" + batch.lastOffset(),
+                "" + batch.countOrNull(), batch.compressionType().name, "" + batch.timestampType(),
+                "" + batch.maxTimestamp(), "" + batch.producerId(), "" + batch.producerEpoch(),
+                "" + batch.baseSequence(), "" + batch.lastSequence(), "" + batch.isTransactional(),
+                "" + batch.isControlBatch(), "" + batch.deleteHorizonMs(), "" + batch.partitionLeaderEpoch()));
+            for (org.apache.kafka.common.record.internal.Record r : batch) {
+                StringBuilder sb = new StringBuilder(
+                    "R " + r.offset() + " " + r.timestamp() + " " + hex(r.key()) + " " + hex(r.value()));
+                for (Header h : r.headers())
+                    sb.append(" ").append(hex(h.key().getBytes("UTF-8"))).append("=").append(hex(h.value()));
+                System.out.println(sb);
+            }
+        }
+    }
+
+    static Compression codec(String name) {
+        switch (name) {
+            case "gzip": return Compression.gzip().build();
+            case "snappy": return Compression.snappy().build();
+            case "lz4": return Compression.lz4().build();
+            case "zstd": return Compression.zstd().build();
+            default: return Compression.NONE;
+        }
+    }
+
+    static void write(Path dir) throws Exception {
+        Random rnd = new Random(42);
+        for (String name : new String[]{"none", "gzip", "snappy", "lz4", "zstd"}) {
+            ByteBuffer out = ByteBuffer.allocate(8 << 20);
+            long offset = 0;
+            for (int variant = 0; variant < 4; variant++) {
+                // 0: CreateTime, 1: LogAppendTime, 2: transactional producer, 3: delete horizon
+                TimestampType tt = variant == 1 ? TimestampType.LOG_APPEND_TIME : TimestampType.CREATE_TIME;
+                long appendTime = variant == 1 ? 1_800_000_000_000L : RecordBatch.NO_TIMESTAMP;
+                long pid = variant == 2 ? 4242L : -1L;
+                short epoch = (short) (variant == 2 ? 3 : -1);
+                int seq = variant == 2 ? 17 : -1;
+                long horizon = variant == 3 ? 1_900_000_000_000L : RecordBatch.NO_TIMESTAMP;
+                ByteBufferOutputStream bbos = new ByteBufferOutputStream(out);
+                MemoryRecordsBuilder b = new MemoryRecordsBuilder(bbos, RecordBatch.MAGIC_VALUE_V2, codec(name), tt,
+                    offset, appendTime, pid, epoch, seq, variant == 2, false, 5, Integer.MAX_VALUE, horizon);
+                int n = variant == 0 ? 300 : 7;
+                for (int i = 0; i < n; i++) {
+                    byte[] key = i % 4 == 1 ? null : ("key-" + (i % 11)).getBytes("UTF-8");
+                    byte[] value = i % 5 == 4 ? null : new byte[rnd.nextInt(i % 3 == 0 ? 3000 : 40)];
+                    if (value != null)
+                        for (int j = 0; j < value.length; j++)
+                            value[j] = (byte) (j % 7 == 0 ? rnd.nextInt() : 'a' + j % 13);
+                    Header[] headers = i % 3 != 0 ? new Header[0] : new Header[]{
+                        new RecordHeader("h\u00e9", new byte[]{1, 2}), new RecordHeader("n", (byte[]) null)};
+                    long ts = 1_700_000_000_000L + rnd.nextInt(100000) - 500;
+                    b.appendWithOffset(offset + i * (variant == 0 ? 1 : 2), ts, key, value, headers);
+                }
+                MemoryRecords m = b.build();
+                offset = m.batches().iterator().next().lastOffset() + 1;
+                out = bbos.buffer();
+            }
+            MemoryRecords marker = MemoryRecords.withEndTransactionMarker(offset, 1_700_000_123_456L, 5, 4242L,
+                (short) 3, new EndTransactionMarker(ControlRecordType.COMMIT, 9));
+            out.put(marker.buffer());
+            out.flip();
+            byte[] bytes = new byte[out.remaining()];
+            out.get(bytes);
+            Files.write(dir.resolve("kafka-" + name + ".bin"), bytes);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args[0].equals("read")) {
+            for (int i = 1; i < args.length; i++) {
+                System.out.println("F " + args[i]);
+                read(Paths.get(args[i]));
+            }
+        } else {
+            write(Paths.get(args[1]));
+        }
+    }
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def kafka_records_check(kafka_toolchain: KafkaToolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("kafka-java") / "KafkaRecordsCheck.java"
+    source.write_text(KAFKA_RECORDS_CHECK)
+    return source
+
+
+def kafka_reads(toolchain: KafkaToolchain, program: Path, files: list[Path]) -> list[str]:
+    result = toolchain.java(str(program), ["read", *map(str, files)])
+    assert result.returncode == 0, result.describe()
+    return result.stdout.splitlines()
+
+
+def our_reading(path: Path) -> list[str]:
+    """Our decoding of a file of batches, in the Java program's line format."""
+    data = path.read_bytes()
+    lines = [f"F {path}"]
+    infos = list(iter_batch_infos(data))
+    assert sum(i.size for i in infos) == len(data)
+    for info in infos:
+        h = validate_batch(data, info.position)
+        horizon = "OptionalLong.empty" if h.delete_horizon_ms is None else f"OptionalLong[{h.delete_horizon_ms}]"
+        lines.append(
+            f"B {h.base_offset} {h.last_offset} {h.records_count} {h.compression.kafka_name} "
+            f"{h.timestamp_type.kafka_name} {h.max_timestamp} {h.producer_id} {h.producer_epoch} {h.base_sequence} "
+            f"{h.last_sequence} {str(h.is_transactional).lower()} {str(h.is_control).lower()} {horizon} "
+            f"{h.partition_leader_epoch}"
+        )
+        for r in decode_records(data, info.position):
+            line = f"R {r.offset} {r.timestamp} {_hex(r.key)} {_hex(r.value)}"
+            line += "".join(f" {_hex(h.key.encode())}={_hex(h.value)}" for h in r.headers)
+            lines.append(line)
+        assert summarize_records(data, info.position).count == h.records_count
+    return lines
+
+
+def _hex(b: bytes | None) -> str:
+    return "-" if b is None else "x" + b.hex()
+
+
+def _varied_records(rnd: random.Random, n: int, base: int, *, big: bool) -> list[Record]:
+    records, offset = [], base - 1
+    for i in range(n):
+        offset += 1 + i % 2  # gaps, as after compaction
+        size = rnd.randrange(70_000 if big else 50)
+        value = None if i % 5 == 4 else bytes(rnd.randrange(256) if j % 7 == 0 else 97 + j % 13 for j in range(size))
+        records.append(
+            Record(
+                offset,
+                1_700_000_000_000 + rnd.randrange(-1_000, 100_000),
+                None if i % 4 == 1 else b"key-%d" % i,
+                value,
+                (Header("h\u00e9", b"\x01\x02"), Header("n", None)) if i % 3 == 0 else (),
+            )
+        )
+    return records
+
+
+def test_kafka_validates_and_reads_every_batch_we_build_identically(
+    kafka_toolchain: KafkaToolchain, kafka_records_check: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    rnd = random.Random(7)
+    files = []
+    for codec in Compression:
+        parts, offset = [], 0
+        variants: list[dict[str, Any]] = [
+            {},
+            {"timestamp_type": TimestampType.LOG_APPEND_TIME, "max_timestamp": 1_800_000_000_000},
+            {"producer_id": 4242, "producer_epoch": 3, "base_sequence": 2**31 - 5, "is_transactional": True},
+            {"delete_horizon_ms": 1_900_000_000_000},
+            {"last_offset_delta": 200, "max_timestamp": 1_700_000_200_000},
+            {},  # large values: many snappy/lz4 blocks
+        ]
+        for epoch, options in enumerate(variants):
+            records = _varied_records(rnd, 12 if epoch == 5 else 40, offset, big=epoch == 5)
+            batch = build_batch(records, base_offset=offset, compression=codec, partition_leader_epoch=epoch, **options)
+            parts.append(batch)
+            offset = parse_header(batch).next_offset
+        producer = {"producer_id": 1, "producer_epoch": 0, "base_sequence": 0}
+        empty = build_batch([], base_offset=offset, last_offset_delta=3, max_timestamp=5, **producer)
+        parts.append(empty)
+        marker = build_end_txn_marker_batch(
+            ControlRecordType.ABORT,
+            producer_id=4242,
+            producer_epoch=3,
+            coordinator_epoch=9,
+            base_offset=offset + 4,
+            timestamp=1,
+        )
+        parts.append(marker)
+        path = tmp_path / f"ours-{codec.kafka_name}.bin"
+        path.write_bytes(b"".join(parts))
+        files.append(path)
+    assert kafka_reads(kafka_toolchain, kafka_records_check, files) == [line for f in files for line in our_reading(f)]
+
+
+def test_batches_written_by_kafka_decode_identically_here(
+    kafka_toolchain: KafkaToolchain, kafka_records_check: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    result = kafka_toolchain.java(str(kafka_records_check), ["write", str(tmp_path)])
+    assert result.returncode == 0, result.describe()
+    files = [tmp_path / f"kafka-{codec.kafka_name}.bin" for codec in Compression]
+    theirs = kafka_reads(kafka_toolchain, kafka_records_check, files)
+    assert any(line.startswith("B ") and " lz4 LogAppendTime " in line for line in theirs)
+    assert [line for f in files for line in our_reading(f)] == theirs

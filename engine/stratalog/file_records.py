@@ -22,10 +22,11 @@ SCAN_CHUNK = 1 << 20
 
 
 class FileRecords:
-    def __init__(self, path: Path, *, create: bool = False, preallocate_bytes: int = 0) -> None:
+    def __init__(self, path: Path, *, create: bool = False, preallocate_bytes: int = 0,
+                 read_only: bool = False) -> None:
         self.path = path
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        self._fd: int | None = os.open(path, flags, 0o644)
+        self._flags = os.O_RDONLY if read_only else os.O_RDWR
+        self._fd: int | None = os.open(path, self._flags | (os.O_CREAT if create else 0), 0o644)
         if create and preallocate_bytes:
             os.ftruncate(self._fd, preallocate_bytes)
             self._size = 0
@@ -36,7 +37,7 @@ class FileRecords:
     @property
     def fd(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR)
+            self._fd = os.open(self.path, self._flags)
         return self._fd
 
     @property

@@ -254,7 +254,9 @@ class TimeIndex(_Index):
             raise CorruptIndexError(
                 f"{self.path}: offset {offset} is below the last indexed offset {self._values[-1]}"
             )
-        if self._keys and timestamp <= self._keys[-1]:
+        # Only a timestamp above the last entry's goes in; an empty index's "last" is -1, so a
+        # segment without timestamps (v0 data, or no data) gets no entry at all, as in Kafka.
+        if timestamp <= (self._keys[-1] if self._keys else -1):
             return
         slot = len(self._keys)
         self._write_entry(slot, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))

@@ -373,10 +373,14 @@ class Log:
             active = self.active_segment
             active.truncate_to(target)
             active.resize_indexes_to_max()
-            self.epoch_cache.truncate_from_end(target)
-            self.log_start_offset = min(self.log_start_offset, target)
-            self.recovery_point = min(self.recovery_point, target)
-            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            # The batch holding the target goes whole, so the log may now end below the target:
+            # every watermark is clamped to the real end, not to the target (Kafka clamps the
+            # start offset to the target, which can leave it past the end).
+            end = self.log_end_offset
+            self.epoch_cache.truncate_from_end(end)
+            self.log_start_offset = min(self.log_start_offset, end)
+            self.recovery_point = min(self.recovery_point, end)
+            self.high_watermark = min(self.high_watermark, end)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import StratalogError
-from . import checkpoint, compact, consume, delete_records, dump_log, produce, retention, topics, verify
+from . import checkpoint, compact, consume, delete_records, dump_log, produce, retention, serve, topics, verify
 
-_COMMANDS = (topics, produce, consume, dump_log, verify, checkpoint, retention, compact, delete_records)
+_COMMANDS = (topics, produce, consume, dump_log, verify, checkpoint, retention, compact, delete_records, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,9 +12,21 @@ from ..config import parse_key_value_pairs
 from ..log_manager import LogManager, open_log_manager
 
 
-def add_data_dirs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", dest="data_dirs", action="append", required=True, metavar="DIR",
-                        help="a data directory (repeat for several, like Kafka's log.dirs)")
+def add_data_dirs(parser: argparse.ArgumentParser, *, server: bool = False) -> None:
+    """``--data-dir`` (required); with ``server=True``, exactly one of ``--data-dir`` or ``--server URL``.
+
+    ``--server`` sends the command to a running ``stratalog serve`` instead of
+    opening the directories (which the server holds locked while it runs).
+    """
+    if not server:
+        parser.add_argument("--data-dir", dest="data_dirs", action="append", required=True, metavar="DIR",
+                            help="a data directory (repeat for several, like Kafka's log.dirs)")
+        return
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data-dir", dest="data_dirs", action="append", metavar="DIR",
+                       help="a data directory (repeat for several, like Kafka's log.dirs)")
+    where.add_argument("--server", metavar="URL",
+                       help="a running `stratalog serve`, e.g. http://127.0.0.1:8092, instead of --data-dir")
 
 
 def add_engine_config(parser: argparse.ArgumentParser) -> None:

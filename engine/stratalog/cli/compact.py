@@ -10,11 +10,12 @@ from tqdm import tqdm
 
 from ..cleaner import LogCleaner
 from .common import add_data_dirs, add_engine_config, opened, print_json
+from .remote import Client, check_local_only
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("compact", help="compact the compacted topics' logs now (one cleaner pass)")
-    add_data_dirs(parser)
+    add_data_dirs(parser, server=True)
     add_engine_config(parser)
     parser.add_argument("--topic", help="only this topic (default: every compacted topic)")
     parser.add_argument("--force", action="store_true",
@@ -23,6 +24,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.server:
+        check_local_only(args, "engine_config")
+        done = Client(args.server, timeout=3600).json("POST", "/v1/maintenance/clean",
+                                                      query={"topic": args.topic, "force": args.force or None})
+        for report in done["reports"]:
+            print_json(report)
+        print_json({"logsCleaned": done["logsCleaned"]})
+        return 0
     with opened(args) as manager:
         if args.topic:
             manager.describe_topic(args.topic)

@@ -1,10 +1,19 @@
 """``stratalog dump-log``: Kafka's ``kafka-dump-log.sh`` (DumpLogSegments) on segment files.
 
 Operators compare this output with Kafka's, line for line, when they debug a
-segment, so every line uses Kafka's exact wording, spacing and order, including
-its quirks (the stray ``}`` after a legacy record's crc, mismatch lists printed
-newest first). The files are only read (see ``stratalog.inspect``); nothing is
-recovered or rebuilt.
+segment, so every line follows Kafka 4.x's Java ``DumpLogSegments``: its exact
+wording, spacing and order, including its quirks (``-1 is followed by <base>``
+for a segment not starting at offset 0, index mismatches listed by descending
+offset). The files are only read (see ``stratalog.inspect``); nothing is
+recovered or rebuilt (Kafka's tool itself cuts an index file of odd length).
+
+Where Kafka's tool dies with an exception this one reports and goes on: a file
+that cannot be read past some point gets ``error: CORRUPT_MESSAGE: ...`` on
+stderr (Kafka's message where it has one) and exit status 1, and the other
+files are still dumped; an index entry at a position where no batch can be
+read is listed as a mismatch with log offset -1. Control records other than
+COMMIT/ABORT print as ``controlType: NAME(id)`` (Kafka renders the KRaft ones
+as JSON).
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tqdm import tqdm
+from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]  # no stubs in the dev deps
 
 from ..errors import CorruptRecordError
 from ..inspect import (
@@ -75,13 +84,13 @@ def register(sub: Any) -> None:
 
 @dataclass
 class _Reports:
-    """What Kafka prints on stderr after all files: mismatches per file, newest first where Kafka does."""
+    """What Kafka prints on stderr after all files, per file (maps keyed by offset, as Kafka's TreeMaps)."""
 
-    index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    index_mismatches: dict[str, dict[int, int]] = field(default_factory=dict)
     time_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    non_consecutive: dict[str, dict[int, int]] = field(default_factory=dict)
     failed: bool = False
 
     def error(self, message: str) -> None:
@@ -182,8 +191,9 @@ def _dump_log(name: str, out: TextIO, reports: _Reports, advance: Progress, *, d
     path = Path(name)
     out.write(f"Log starting offset: {_base_offset(path)}\n")
     source = str(path)
+    # Kafka starts from -1, so a segment whose first offset is not 0 reports "-1 is followed by <first>".
     last_offset = -1
-    gaps: list[tuple[int, int]] = []
+    gaps: dict[int, int] = {}
     with mapped(path, max_bytes) as buf:
         walk = SegmentWalk(buf, source)
         for batch in walk:
@@ -193,8 +203,8 @@ def _dump_log(name: str, out: TextIO, reports: _Reports, advance: Progress, *, d
             if deep:
                 for view in batch_records(buf, batch, source):
                     offset = view.record.offset
-                    if last_offset != -1 and offset != last_offset + 1:
-                        gaps.insert(0, (last_offset, offset))  # Kafka prepends: newest pair first
+                    if offset != last_offset + 1:
+                        gaps[last_offset] = offset
                     last_offset = offset
                     out.write(record_line(batch, view, print_data=print_data, skip_metadata=skip_metadata) + "\n")
             advance(batch.size)
@@ -238,16 +248,13 @@ def record_line(batch: BatchView, view: RecordView, *, print_data: bool, skip_me
     marker, and with --print-data-log the key and payload (as Kafka's StringDecoder: UTF-8)."""
     record = view.record
     parts = []
-    prefix = f"{RECORD_INDENT} "
     if not skip_metadata:
-        parts.append(f"{prefix}offset: {record.offset} {batch.timestamp_type.kafka_name}: {record.timestamp} "
+        parts.append(f"{RECORD_INDENT} offset: {record.offset} {batch.timestamp_type.kafka_name}: {record.timestamp} "
                      f"keySize: {_size(record.key)} valueSize: {_size(record.value)}")
-        prefix = " "
         if batch.header is not None:
             parts.append(f" sequence: {view.sequence} headerKeys: [{','.join(h.key for h in record.headers)}]")
         if view.legacy_crc is not None:
-            # The closing brace is in Kafka's output too (a typo in its format string).
-            parts.append(f" isValid: {_bool(bool(view.legacy_valid))} crc: {view.legacy_crc}}}")
+            parts.append(f" isValid: {_bool(bool(view.legacy_valid))} crc: {view.legacy_crc}")
         if view.control is not None:
             control = view.control
             if control.coordinator_epoch is not None:
@@ -255,10 +262,12 @@ def record_line(batch: BatchView, view: RecordView, *, print_data: bool, skip_me
             else:
                 parts.append(f" controlType: {control.type.name}({control.type_id})")
     if print_data and not batch.is_control:
+        prefix = f"{RECORD_INDENT} " if skip_metadata else " "
         if record.key is not None:
             parts.append(f"{prefix}key: {record.key.decode('utf-8', 'replace')}")
+            prefix = " "
         if record.value is not None:
-            parts.append(f" payload: {record.value.decode('utf-8', 'replace')}")
+            parts.append(f"{prefix}payload: {record.value.decode('utf-8', 'replace')}")
     return "".join(parts)
 
 
@@ -286,12 +295,12 @@ def _dump_index(name: str, out: TextIO, reports: _Reports, *, sanity_only: bool,
         else:
             out.write(f"{name} passed sanity check.\n")
         return
-    mismatches: list[tuple[int, int]] = []
+    mismatches: dict[int, int] = {}
     with mapped(_log_of(path)) as log:
         for entry in index.entries:
             found = _last_offset_at(log, entry.position)
             if found != entry.offset:
-                mismatches.insert(0, (entry.offset, found))  # Kafka prepends: newest first
+                mismatches[entry.offset] = found
             if not verify_only:
                 out.write(f"offset: {entry.offset} position: {entry.position}\n")
     if mismatches:
@@ -378,9 +387,9 @@ def _dump_snapshot(name: str, out: TextIO) -> None:
     for e in entries:
         txn = "OptionalLong.empty" if e.current_txn_first_offset < 0 else f"OptionalLong[{e.current_txn_first_offset}]"
         line = (f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
-                f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} ")
+                f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp}")
         if e.last_offset >= 0:  # Kafka keeps batch metadata only for entries with a last offset
-            line += (f"firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} "
+            line += (f" firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} "
                      f"lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} timestamp: {e.timestamp}")
         out.write(line + "\n")
 
@@ -388,9 +397,9 @@ def _dump_snapshot(name: str, out: TextIO) -> None:
 # -- the summaries Kafka prints on stderr at the end -------------------------------------------
 
 def _print_reports(reports: _Reports, err: TextIO) -> None:
-    for name, pairs in reports.index_mismatches.items():
+    for name, by_offset in reports.index_mismatches.items():
         err.write(f"Mismatches in :{name}\n")
-        for index_offset, log_offset in pairs:
+        for index_offset, log_offset in sorted(by_offset.items(), reverse=True):
             err.write(f"  Index offset: {index_offset}, log offset: {log_offset}\n")
     for name, pairs in reports.time_mismatches.items():
         err.write(f"Found timestamp mismatch in :{name}\n")
@@ -400,11 +409,11 @@ def _print_reports(reports: _Reports, err: TextIO) -> None:
         err.write(f"Found out of order timestamp in :{name}\n")
         for index_ts, previous in pairs:
             err.write(f"  Index timestamp: {index_ts}, Previously indexed timestamp: {previous}\n")
-    for pairs in reports.time_not_found.values():
-        err.write("The following indexed offsets are not found in the log.\n")
+    for name, pairs in reports.time_not_found.items():
+        err.write(f"The following indexed offsets are not found in :{name}\n")
         for indexed, found in pairs:
             err.write(f"Indexed offset: {indexed}, found log offset: {found}\n")
-    for name, pairs in reports.non_consecutive.items():
+    for name, gaps in reports.non_consecutive.items():
         err.write(f"Non-consecutive offsets in {name}\n")
-        for first, second in pairs:
+        for first, second in sorted(gaps.items()):
             err.write(f"  {first} is followed by {second}\n")

@@ -18,11 +18,12 @@ from ..log_manager import LogManager
 from ..partitioner import partition_for_key
 from ..records import Compression, Record, build_batch, iter_batch_infos
 from .common import add_data_dirs, add_engine_config, opened, print_json
+from .remote import Client, check_local_only, topic_path
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("produce", help="append records read as JSON lines (or raw batches) to a topic")
-    add_data_dirs(parser)
+    add_data_dirs(parser, server=True)
     add_engine_config(parser)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int, help="target partition (default: murmur2 of the key, "
@@ -38,6 +39,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.batch_records < 1:
         raise SystemExit("stratalog produce: --batch-records must be at least 1")
+    if args.server:
+        return _run_remote(args)
     with opened(args) as manager:
         partitions = len(manager.describe_topic(args.topic).partitions)
         if args.partition is not None and not 0 <= args.partition < partitions:
@@ -56,6 +59,27 @@ def run(args: argparse.Namespace) -> int:
         if args.flush:
             for partition in {p for p, _ in batches}:
                 manager.get_log(args.topic, partition).flush()
+    return 0
+
+
+def _run_remote(args: argparse.Namespace) -> int:
+    """The same batches as the local mode, built here and sent raw; --flush becomes acks=all per batch."""
+    check_local_only(args, "engine_config")
+    client = Client(args.server)
+    partitions = len(client.json("GET", topic_path(args.topic))["partitions"])
+    if args.partition is not None and not 0 <= args.partition < partitions:
+        raise InvalidPartitionsError(
+            f"topic {args.topic!r} has partitions 0..{partitions - 1}; --partition {args.partition} does not exist"
+        )
+    if args.batch_file:
+        batches = _read_batch_file(args.batch_file, args.partition or 0)
+    else:
+        batches = _batches_from_json(args, partitions)
+    for partition, batch in batches:
+        info = client.produce_batch(args.topic, partition, batch, fsync=args.flush)
+        print_json({"topic": args.topic, "partition": partition, "baseOffset": info["baseOffset"],
+                    "lastOffset": info["lastOffset"], "records": info["recordCount"],
+                    "logAppendTime": info["logAppendTime"]})
     return 0
 
 

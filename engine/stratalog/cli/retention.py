@@ -7,18 +7,26 @@ from typing import Any
 
 from ..retention import delete_old_segments
 from .common import add_data_dirs, add_engine_config, opened, print_json
+from .remote import Client, check_local_only
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("retention", help="delete segments past retention.ms / retention.bytes / the log "
                                               "start offset, now")
-    add_data_dirs(parser)
+    add_data_dirs(parser, server=True)
     add_engine_config(parser)
     parser.add_argument("--topic", help="only this topic (default: every topic)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.server:
+        check_local_only(args, "engine_config")
+        done = Client(args.server, timeout=3600).json("POST", "/v1/maintenance/retention", query={"topic": args.topic})
+        for deletion in done["deletions"]:
+            print_json(deletion)
+        print_json({"segmentsDeleted": done["segmentsDeleted"]})
+        return 0
     with opened(args) as manager:
         if args.topic:
             manager.describe_topic(args.topic)  # unknown topic: a clear error, not an empty pass

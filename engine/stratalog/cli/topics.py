@@ -8,12 +8,13 @@ from typing import Any
 from ..config import parse_key_value_pairs
 from ..log_manager import LogManager
 from .common import add_data_dirs, add_engine_config, opened, print_json
+from .remote import Client, check_local_only, topic_path
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("topics", help="create, alter, describe or delete topics")
     parser.add_argument("action", choices=["create", "alter", "describe", "delete", "list"])
-    add_data_dirs(parser)
+    add_data_dirs(parser, server=True)
     add_engine_config(parser)
     parser.add_argument("--topic", help="the topic (all topics for describe/list when omitted)")
     parser.add_argument("--partitions", type=int, help="partition count (create), or the new larger count (alter)")
@@ -34,6 +35,8 @@ def _require_topic(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     overrides = parse_key_value_pairs(args.config, where="--config")
+    if args.server:
+        return _run_remote(args, overrides)
     with opened(args, create_missing=args.action == "create") as manager:
         if args.action == "create":
             topic = _require_topic(args)
@@ -62,6 +65,38 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_remote(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+    """The same actions through a running server's topic API; the same output."""
+    check_local_only(args, "engine_config")
+    client = Client(args.server)
+    if args.action == "create":
+        topic = _require_topic(args)
+        client.json("POST", "/v1/topics", body={"name": topic, "partitions": args.partitions or 1,
+                                                 "configs": overrides})
+        print(f"Created topic {topic}.")
+    elif args.action == "alter":
+        topic = _require_topic(args)
+        if args.partitions is not None:
+            client.json("POST", topic_path(topic, "partitions"), body={"count": args.partitions})
+        if overrides or args.delete_config:
+            client.json("PATCH", topic_path(topic, "configs"), body={"set": overrides,
+                                                                     "delete": args.delete_config})
+        print(f"Altered topic {topic}.")
+    elif args.action == "delete":
+        topic = _require_topic(args)
+        client.json("DELETE", topic_path(topic))
+        print(f"Deleted topic {topic}.")
+    elif args.action == "list":
+        for entry in client.json("GET", "/v1/topics")["topics"]:
+            print(entry["name"])
+    else:
+        names = [args.topic] if args.topic else [t["name"] for t in client.json("GET", "/v1/topics")["topics"]]
+        for topic in names:
+            described = client.json("GET", topic_path(topic))
+            _print_description(topic, described["configs"], described["partitions"], as_json=args.json)
+    return 0
+
+
 def _describe(manager: LogManager, topics: list[str], *, as_json: bool) -> None:
     for topic in topics:
         description = manager.describe_topic(topic)
@@ -73,13 +108,19 @@ def _describe(manager: LogManager, topics: list[str], *, as_json: bool) -> None:
                 "logStartOffset": log.log_start_offset, "logEndOffset": log.log_end_offset,
                 "highWatermark": log.high_watermark, "size": log.size, "segments": len(log.segments),
             })
-        if as_json:
-            print_json({"topic": topic, "partitionCount": len(partitions), "configs": description.overrides,
-                        "partitions": partitions})
-            continue
-        configs = ",".join(f"{k}={v}" for k, v in sorted(description.overrides.items()))
-        print(f"Topic: {topic}\tPartitionCount: {len(partitions)}\tConfigs: {configs}")
-        for p in partitions:
-            print(f"\tTopic: {topic}\tPartition: {p['partition']}\tLogDir: {p['logDir']}\t"
-                  f"LogStartOffset: {p['logStartOffset']}\tLogEndOffset: {p['logEndOffset']}\t"
-                  f"Size: {p['size']}\tSegments: {p['segments']}")
+        _print_description(topic, description.overrides, partitions, as_json=as_json)
+
+
+def _print_description(topic: str, overrides: dict[str, str], partitions: list[dict[str, Any]], *,
+                       as_json: bool) -> None:
+    """One topic as ``describe`` prints it, whether read locally or from a server."""
+    if as_json:
+        print_json({"topic": topic, "partitionCount": len(partitions), "configs": overrides,
+                    "partitions": partitions})
+        return
+    configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    print(f"Topic: {topic}\tPartitionCount: {len(partitions)}\tConfigs: {configs}")
+    for p in partitions:
+        print(f"\tTopic: {topic}\tPartition: {p['partition']}\tLogDir: {p['logDir']}\t"
+              f"LogStartOffset: {p['logStartOffset']}\tLogEndOffset: {p['logEndOffset']}\t"
+              f"Size: {p['size']}\tSegments: {p['segments']}")

@@ -1,0 +1,105 @@
+"""A small client of ``stratalog serve`` for the CLI's ``--server URL`` mode.
+
+Standard library only (``urllib.request``): the CLI must keep working where
+the server extra (aiohttp) is not installed. An error answer of the server
+becomes a ``RemoteError`` carrying the server's Kafka error code, so
+``stratalog ... --server`` reports failures exactly as the local mode does
+(``error: CODE: message``, exit 1); a server that cannot be reached is
+``NETWORK_EXCEPTION``, Kafka's name for it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from ..errors import StratalogError
+
+JSON = "application/json"
+RECORD_BATCH = "application/vnd.kafka.record-batch"
+
+
+class RemoteError(StratalogError):
+    def __init__(self, code: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+class Client:
+    def __init__(self, base_url: str, *, timeout: float = 60.0) -> None:
+        if "://" not in base_url:
+            base_url = "http://" + base_url
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def url(self, path: str, query: dict[str, object] | None = None) -> str:
+        url = self.base_url + path
+        if query:
+            pairs = {k: _query_value(v) for k, v in query.items() if v is not None}
+            if pairs:
+                url += "?" + urllib.parse.urlencode(pairs)
+        return url
+
+    def request(self, method: str, path: str, *, query: dict[str, object] | None = None, body: bytes | None = None,
+                content_type: str | None = None, accept: str = JSON, timeout: float | None = None
+                ) -> tuple[int, dict[str, str], bytes]:
+        url = self.url(path, query)
+        request = urllib.request.Request(url, data=body, method=method)
+        request.add_header("Accept", accept)
+        if content_type is not None:
+            request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as response:
+                return response.status, dict(response.headers.items()), response.read()
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            try:
+                payload = json.loads(raw)
+                code, message = str(payload["error_code"]), str(payload["message"])
+            except (ValueError, KeyError, TypeError):
+                code, message = "UNKNOWN_SERVER_ERROR", raw.decode("utf-8", "replace")[:500] or str(error)
+            raise RemoteError(code, message, error.code) from None
+        except (urllib.error.URLError, socket.timeout, ConnectionError) as error:
+            reason = getattr(error, "reason", error)
+            raise RemoteError("NETWORK_EXCEPTION", f"cannot reach {self.base_url}: {reason}") from None
+
+    def json(self, method: str, path: str, *, query: dict[str, object] | None = None, body: Any = None,
+             timeout: float | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        _, _, raw = self.request(method, path, query=query, body=data,
+                                 content_type=JSON if data is not None else None, timeout=timeout)
+        return json.loads(raw)
+
+    def produce_batch(self, topic: str, partition: int, batch: bytes, *, fsync: bool) -> Any:
+        _, _, raw = self.request("POST", f"/v1/topics/{_quote(topic)}/partitions/{partition}/records",
+                                 query={"acks": "all" if fsync else "1"}, body=batch, content_type=RECORD_BATCH)
+        return json.loads(raw)
+
+
+def _quote(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+def _query_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def topic_path(topic: str, *rest: object) -> str:
+    return "/".join([f"/v1/topics/{_quote(topic)}", *(str(r) for r in rest)]).rstrip("/")
+
+
+def check_local_only(args: Any, *names: str) -> None:
+    """Refuse local-only options given together with --server."""
+    for name in names:
+        value = getattr(args, name, None)
+        if value:
+            flag = "--" + name.replace("_", "-")
+            raise SystemExit(f"stratalog {args.command}: {flag} applies to local directories; the server at "
+                             f"{args.server} uses its own settings")

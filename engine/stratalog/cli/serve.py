@@ -1,0 +1,80 @@
+"""``stratalog serve``: run the engine as a service with an HTTP API (default 127.0.0.1:8092).
+
+The default port is 8092, not Kafka's 9092: this is not the Kafka wire
+protocol, and a Kafka client pointed at it by habit should fail to connect
+rather than talk HTTP. The server needs the ``server`` extra (aiohttp,
+prometheus_client), imported only when this command runs, so the rest of the
+CLI works without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..config import parse_key_value_pairs
+from ..names import validate_topic_name
+
+DEFAULT_LISTEN = "127.0.0.1:8092"
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "serve", help="run the engine as a service: HTTP API, Kafka's maintenance schedule, Prometheus metrics",
+        description="Open the data directories (recovering as needed) and serve the HTTP API under /v1 "
+                    "(OpenAPI document at /v1/openapi.json), /metrics, /healthz and /readyz. SIGTERM or SIGINT "
+                    "drains requests in flight, then flushes, checkpoints and marks the directories cleanly shut "
+                    "down.")
+    parser.add_argument("--data-dir", dest="data_dirs", action="append", required=True, metavar="DIR",
+                        help="a data directory (repeat for several, like Kafka's log.dirs); created if missing")
+    parser.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                        help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks a free port, "
+                             "printed on startup)")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="an engine-level setting under Kafka's name, e.g. log.retention.check.interval.ms=60000 "
+                             "(repeatable)")
+    parser.add_argument("--no-schedule", dest="schedule", action="store_false",
+                        help="run no periodic task (retention, flush, checkpoints, cleaner threads); an outside "
+                             "scheduler triggers them through POST /v1/maintenance/*")
+    parser.add_argument("--create-topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
+                        help="create this topic at startup if it does not exist (repeatable)")
+    parser.add_argument("--io-threads", type=int, default=16,
+                        help="threads for appends, fsyncs, reads and topic admin (default 16)")
+    parser.add_argument("--max-fetch-wait-ms", type=int, default=30_000,
+                        help="upper bound of a fetch's maxWaitMs long poll (default 30000)")
+    parser.add_argument("--max-partitions-per-topic", type=int, default=1000,
+                        help="largest partition count the API creates (default 1000)")
+    parser.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="how long SIGTERM waits for requests in flight (default 30)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from ..server.run import ServeOptions, main, parse_create_topic, parse_listen
+        from ..server.state import Settings
+    except ImportError as error:  # the server extra is not installed
+        raise SystemExit(f"stratalog serve: {error}; install the server extra: pip install 'stratalog[server]'") \
+            from None
+    try:
+        host, port = parse_listen(args.listen)
+        topics = [parse_create_topic(t) for t in args.create_topic]
+    except ValueError as error:
+        raise SystemExit(f"stratalog serve: {error}") from None
+    for name, _ in topics:
+        validate_topic_name(name)
+    for flag, value in (("--io-threads", args.io_threads), ("--max-partitions-per-topic",
+                                                           args.max_partitions_per_topic)):
+        if value < 1:
+            raise SystemExit(f"stratalog serve: {flag} must be at least 1")
+    if args.max_fetch_wait_ms < 0:
+        raise SystemExit("stratalog serve: --max-fetch-wait-ms must be ≥ 0")
+    properties = parse_key_value_pairs(args.config, where="--config")
+    settings = Settings(io_threads=args.io_threads, max_fetch_wait_ms=args.max_fetch_wait_ms,
+                        max_partitions_per_topic=args.max_partitions_per_topic)
+    options = ServeOptions([Path(d) for d in args.data_dirs], host, port, properties, args.schedule, topics,
+                           settings, args.shutdown_timeout, args.access_log)
+    return main(options, log_level=args.log_level)
