@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .config import LogConfig
 from .log import Log
@@ -32,11 +33,32 @@ RETENTION_SIZE_BREACH = "retention size breach"
 RETENTION_TIME_BREACH = "retention time breach"
 
 
+class SegmentView(Protocol):
+    """What planning needs of a segment. A ``LogSegment`` is one; so is ``SegmentFacts``.
+
+    ``largest_timestamp`` is a method so that it is read (from the time index) only
+    for the segments the time rule actually reaches: the oldest few, not all of them.
+    """
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def largest_timestamp(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentFacts:
+    """Plain facts about a segment, for planning without files (tests, what-if reports)."""
+
     base_offset: int
     size: int
-    largest_timestamp: int  # max record timestamp, or the file's mtime when it has none
+    max_timestamp: int  # max record timestamp, or the file's mtime when it has none
+
+    def largest_timestamp(self) -> int:
+        return self.max_timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +79,10 @@ class RetentionPlan:
         return [d.base_offset for d in self.deletions]
 
 
-Predicate = Callable[[SegmentFacts, "SegmentFacts | None"], "str | None"]
+Predicate = Callable[[SegmentView, "SegmentView | None"], "str | None"]
 
 
-def _deletable_prefix(segments: Sequence[SegmentFacts], log_end_offset: int, high_watermark: int,
+def _deletable_prefix(segments: Sequence[SegmentView], log_end_offset: int, high_watermark: int,
                       predicate: Predicate, reason: str) -> list[Deletion]:
     """Kafka's ``deletableSegments``: walk from the oldest, stop at the first segment that stays."""
     deletions = []
@@ -78,7 +100,7 @@ def _deletable_prefix(segments: Sequence[SegmentFacts], log_end_offset: int, hig
     return deletions
 
 
-def plan_retention(segments: Sequence[SegmentFacts], config: LogConfig, *, log_start_offset: int,
+def plan_retention(segments: Sequence[SegmentView], config: LogConfig, *, log_start_offset: int,
                    log_end_offset: int, high_watermark: int, now_ms: int) -> RetentionPlan:
     remaining = list(segments)
     deletions: list[Deletion] = []
@@ -89,7 +111,7 @@ def plan_retention(segments: Sequence[SegmentFacts], config: LogConfig, *, log_s
         deletions.extend(found)
         remaining = remaining[len(found):]
 
-    def start_breach(segment: SegmentFacts, following: SegmentFacts | None) -> str | None:
+    def start_breach(segment: SegmentView, following: SegmentView | None) -> str | None:
         if following is not None and following.base_offset <= log_start_offset:
             return f"next segment starts at {following.base_offset} ≤ log start offset {log_start_offset}"
         return None
@@ -101,7 +123,7 @@ def plan_retention(segments: Sequence[SegmentFacts], config: LogConfig, *, log_s
         if size >= config.retention_bytes:
             diff = size - config.retention_bytes
 
-            def size_breach(segment: SegmentFacts, _following: SegmentFacts | None) -> str | None:
+            def size_breach(segment: SegmentView, _following: SegmentView | None) -> str | None:
                 nonlocal diff
                 if diff - segment.size >= 0:
                     detail = f"diff {diff} − size {segment.size} ≥ 0 (retention.bytes {config.retention_bytes})"
@@ -112,10 +134,11 @@ def plan_retention(segments: Sequence[SegmentFacts], config: LogConfig, *, log_s
             run(size_breach, RETENTION_SIZE_BREACH)
 
     if config.delete and config.retention_ms >= 0:
-        def time_breach(segment: SegmentFacts, _following: SegmentFacts | None) -> str | None:
-            age = now_ms - segment.largest_timestamp
+        def time_breach(segment: SegmentView, _following: SegmentView | None) -> str | None:
+            largest = segment.largest_timestamp()
+            age = now_ms - largest
             if age > config.retention_ms:
-                return (f"largest timestamp {segment.largest_timestamp} is {age} ms old "
+                return (f"largest timestamp {largest} is {age} ms old "
                         f"(retention.ms {config.retention_ms})")
             return None
 
@@ -124,15 +147,11 @@ def plan_retention(segments: Sequence[SegmentFacts], config: LogConfig, *, log_s
     return RetentionPlan(tuple(deletions), roll_first=bool(deletions) and len(deletions) == len(segments))
 
 
-def segment_facts(log: Log) -> list[SegmentFacts]:
-    return [SegmentFacts(s.base_offset, s.size, s.largest_timestamp()) for s in log.segments]
-
-
 def delete_old_segments(log: Log, now_ms: int | None = None) -> list[Deletion]:
     """Run one retention pass on ``log``: plan under its lock, then roll / rename ``.deleted`` / move the start."""
     now = log.clock() if now_ms is None else now_ms
     with log.maintenance_lock, log.lock:
-        plan = plan_retention(segment_facts(log), log.config, log_start_offset=log.log_start_offset,
+        plan = plan_retention(log.segments, log.config, log_start_offset=log.log_start_offset,
                               log_end_offset=log.log_end_offset, high_watermark=log.high_watermark, now_ms=now)
         if not plan.deletions:
             return []
@@ -152,7 +171,7 @@ def delete_records(log: Log, before_offset: int) -> int:
     """
     log.maybe_increment_log_start_offset(before_offset)
     with log.maintenance_lock, log.lock:
-        plan = plan_retention(segment_facts(log), _START_ONLY, log_start_offset=log.log_start_offset,
+        plan = plan_retention(log.segments, _START_ONLY, log_start_offset=log.log_start_offset,
                               log_end_offset=log.log_end_offset, high_watermark=log.high_watermark,
                               now_ms=log.clock())
         if plan.deletions:
