@@ -8,7 +8,6 @@ sequential read and no record decoding.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,14 +132,12 @@ class FileRecords:
                 buffer = self.read(position, max(chunk, batch_size))
                 buffer_start, relative = position, 0
             try:
-                info = peek_batch(buffer, relative, source=source)
+                info = peek_batch(buffer, relative, source=source, at=position)
             except CorruptRecordError as error:
                 # Re-anchor the buffer-relative position to the file.
                 raise CorruptRecordError(position + error.position - relative, error.reason, source=source) from None
             if info is None:
                 return
-            if info.position != position:
-                info = dataclasses.replace(info, position=position)
             yield info, (buffer, relative)
             position += info.size
 

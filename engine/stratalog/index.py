@@ -44,6 +44,10 @@ class _Index:
         self._values: array[int] = array("q")  # positions (OffsetIndex) or offsets (TimeIndex)
         self._loaded = create
         self._fd: int | None = None
+        # Entries from this slot on are only in memory: they are written in one block at
+        # flush, trim or close. After a crash the active segment's indexes are rebuilt by
+        # recovery anyway, so writing each entry as it comes would buy nothing.
+        self._unwritten_from = 0
         if create:
             # A new index starts preallocated like Kafka's (sparse file of max size).
             self._open_fd()
@@ -93,16 +97,27 @@ class _Index:
             self._keys.append(key)
             self._values.append(value)
             previous_key = key
+        self._unwritten_from = len(self._keys)
 
     def _decode(self, key: int, value: int) -> tuple[int, int]:
         raise NotImplementedError
 
-    def _write_entry(self, slot: int, raw: bytes) -> None:
-        os.pwrite(self._open_fd(), raw, slot * self.entry.size)
+    def _write_pending(self) -> None:
+        start = self._unwritten_from
+        count = len(self._keys)
+        if start >= count:
+            return
+        raw = b"".join(self._encode(self._keys[i], self._values[i]) for i in range(start, count))
+        os.pwrite(self._open_fd(), raw, start * self.entry.size)
+        self._unwritten_from = count
+
+    def _encode(self, key: int, value: int) -> bytes:
+        raise NotImplementedError
 
     def resize_to_max(self) -> None:
         """Expand the file for a segment that is (again) active."""
         self._ensure_loaded()
+        self._write_pending()
         self._resize_file(max(self.max_entries, len(self._keys)) * self.entry.size)
 
     def trim(self) -> None:
@@ -110,13 +125,17 @@ class _Index:
         self._ensure_loaded()
         if self._fd is None and not self.path.exists():
             self._open_fd()
+        self._write_pending()
         self._resize_file(len(self._keys) * self.entry.size)
 
     def flush(self) -> None:
+        self._write_pending()
         if self._fd is not None:
             os.fsync(self._fd)
 
     def close(self) -> None:
+        if self._loaded:
+            self._write_pending()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -126,6 +145,8 @@ class _Index:
         self._keys = array("q")
         self._values = array("q")
         self._loaded = True
+        self._unwritten_from = 0
+        self._resize_file(0)  # zero every old slot, then preallocate again
         self._resize_file(self.max_entries * self.entry.size)
 
     def rename(self, new_path: Path) -> None:
@@ -140,6 +161,7 @@ class _Index:
     def _truncate_entries(self, count: int) -> None:
         del self._keys[count:]
         del self._values[count:]
+        self._unwritten_from = min(self._unwritten_from, count)
         # Zero the dropped slots so a later load cannot resurrect them.
         self._resize_file(count * self.entry.size)
         self._resize_file(self.max_entries * self.entry.size)
@@ -174,6 +196,9 @@ class OffsetIndex(_Index):
     def _decode(self, key: int, value: int) -> tuple[int, int]:
         return key + self.base_offset, value
 
+    def _encode(self, key: int, value: int) -> bytes:
+        return _OFFSET_ENTRY.pack(key - self.base_offset, value)
+
     def append(self, offset: int, position: int) -> None:
         """Index the batch whose *last* offset is ``offset`` and which starts at ``position``."""
         self._ensure_loaded()
@@ -183,8 +208,6 @@ class OffsetIndex(_Index):
             )
         if self.is_full():
             raise CorruptIndexError(f"{self.path}: index is full ({self.max_entries} entries)")
-        slot = len(self._keys)
-        self._write_entry(slot, _OFFSET_ENTRY.pack(offset - self.base_offset, position))
         self._keys.append(offset)
         self._values.append(position)
 
@@ -232,6 +255,9 @@ class TimeIndex(_Index):
     def _decode(self, key: int, value: int) -> tuple[int, int]:
         return key, value + self.base_offset
 
+    def _encode(self, key: int, value: int) -> bytes:
+        return _TIME_ENTRY.pack(key, value - self.base_offset)
+
     def is_full(self) -> bool:
         # Kafka reserves the last slot for the entry written when the segment becomes inactive.
         return self.entries >= self.max_entries - 1
@@ -258,8 +284,6 @@ class TimeIndex(_Index):
         # segment without timestamps (v0 data, or no data) gets no entry at all, as in Kafka.
         if timestamp <= (self._keys[-1] if self._keys else -1):
             return
-        slot = len(self._keys)
-        self._write_entry(slot, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
         self._keys.append(timestamp)
         self._values.append(offset)
 

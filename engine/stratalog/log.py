@@ -27,7 +27,14 @@ from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordBatchTooLargeError, UnknownTopicOrPartitionError
 from .leader_epoch import LeaderEpochCache
 from .crash_points import crash_point
-from .names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, TopicPartition
+from .names import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
+    SNAPSHOT_SUFFIX,
+    SWAP_SUFFIX,
+    TopicPartition,
+)
 from .records import (
     BatchInfo,
     Record,
@@ -159,9 +166,11 @@ class Log:
         jitter = 0
         if config.segment_jitter_ms > 0:
             jitter = random.randrange(min(config.segment_jitter_ms, config.segment_ms))
-        for path in self.dir.glob(f"{base_offset:020d}.*"):
-            if not path.name.endswith((DELETED_SUFFIX,)):
-                path.unlink()  # leftovers of an earlier incarnation of this base offset
+        # Leftovers of an earlier incarnation of this base offset; exact names, because
+        # listing a directory of thousands of segments on every roll is quadratic.
+        for kind in SEGMENT_FILE_SUFFIXES + (SNAPSHOT_SUFFIX,):
+            for state in ("", CLEANED_SUFFIX, SWAP_SUFFIX):
+                (self.dir / f"{base_offset:020d}{kind}{state}").unlink(missing_ok=True)
         return LogSegment(
             self.dir, base_offset,
             index_interval_bytes=config.index_interval_bytes,

@@ -232,6 +232,10 @@ class LogManager:
     def data_dirs(self) -> list[Path]:
         return [d.path for d in self._dirs]
 
+    def had_clean_shutdown(self) -> dict[Path, bool]:
+        """Per directory: whether Kafka's clean-shutdown marker was there at open (recovery skipped)."""
+        return {d.path: d.had_clean_shutdown for d in self._dirs}
+
     def logs(self) -> dict[TopicPartition, Log]:
         with self.lock:
             return dict(self._logs)

@@ -16,6 +16,12 @@
    * the last batch of the round is kept even when emptied, so its last
      offset survives.
 3. Swap each group in with the ``.cleaned`` → ``.swap`` → final protocol.
+
+Which keyed records are superseded is a ``KeepDecision``: the offset map's
+answer here, a precomputed plan's in ``plan`` (a compaction planned elsewhere,
+e.g. by Spark, applied with this same rewrite and swap). Everything else -
+tombstone horizons, transactions, keyless records, empty batches - stays the
+cleaner's, whoever decided what is latest.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..config import LogConfig
 from ..crash_points import crash_point
@@ -74,6 +81,34 @@ class CleanResult:
     segments_after: int
 
 
+class KeepDecision(Protocol):
+    """Which keyed records a later record of the same key supersedes, up to where that is known."""
+
+    @property
+    def reach(self) -> int:
+        """The last offset the decision covers; records above it are kept untouched."""
+        ...
+
+    def superseded(self, record: Record) -> bool:
+        """True when ``record`` (keyed, at or below ``reach``) is not its key's latest."""
+        ...
+
+
+class OffsetMapDecision:
+    """Kafka's rule: superseded when the offset map holds a later offset for the key."""
+
+    def __init__(self, offset_map: OffsetMap) -> None:
+        self.offset_map = offset_map
+
+    @property
+    def reach(self) -> int:
+        return self.offset_map.latest_offset
+
+    def superseded(self, record: Record) -> bool:
+        assert record.key is not None
+        return record.offset < self.offset_map.get(record.key)
+
+
 class _Transactions:
     """Aborted-transaction knowledge, scanned only once a transactional batch shows up."""
 
@@ -88,10 +123,12 @@ class _Transactions:
 
 
 class Cleaner:
-    def __init__(self, offset_map: OffsetMap, throttler: Throttler, *, progress: Progress | None = None) -> None:
+    def __init__(self, offset_map: OffsetMap, throttler: Throttler, *, progress: Progress | None = None,
+                 decision: KeepDecision | None = None) -> None:
         self.offset_map = offset_map
         self.throttler = throttler
         self.progress = progress
+        self.decision: KeepDecision = decision if decision is not None else OffsetMapDecision(offset_map)
 
     # -- 1. the offset map ------------------------------------------------------------------
     def _build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
@@ -174,11 +211,16 @@ class Cleaner:
             self._build_offset_map(log, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats)
             end_offset = self.offset_map.latest_offset + 1
             segments = [s for s in log.segments if s.base_offset < end_offset]
-            transactions = _Transactions(log)
-            for group in self.group_segments(segments, log.config, to_clean.first_uncleanable_offset):
-                self._clean_group(log, group, now_ms, to_clean.first_uncleanable_offset, transactions, stats)
+            self.rewrite(log, segments, now_ms, to_clean.first_uncleanable_offset, stats)
             stats.elapsed_seconds = time.monotonic() - stats.started
             return CleanResult(end_offset, stats, before, len(log.segments))
+
+    def rewrite(self, log: Log, segments: list[LogSegment], now_ms: int, round_upper_bound: int,
+                stats: CleanerStats) -> None:
+        """Rewrite ``segments`` group by group, keeping what ``self.decision`` keeps; each group is swapped in."""
+        transactions = _Transactions(log)
+        for group in self.group_segments(segments, log.config, round_upper_bound):
+            self._clean_group(log, group, now_ms, round_upper_bound, transactions, stats)
 
     def _clean_group(self, log: Log, group: list[LogSegment], now_ms: int, round_upper_bound: int,
                      transactions: _Transactions, stats: CleanerStats) -> None:
@@ -249,13 +291,13 @@ class Cleaner:
         return rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp
 
     def _keep_record(self, record: Record, header: BatchHeader, now_ms: int, stats: CleanerStats) -> bool:
-        offset_map = self.offset_map
-        if record.offset > offset_map.latest_offset:
+        decision = self.decision
+        if record.offset > decision.reach:
             return True
         if record.key is None:
             stats.invalid_records += 1
             return False
-        if record.offset < offset_map.get(record.key):
+        if decision.superseded(record):
             return False
         if record.value is not None:
             return True
@@ -295,12 +337,11 @@ class Cleaner:
         """v0/v1 entries: kept as they are when whole; otherwise what remains is rewritten as v2 (KIP-724)."""
         records = decode_any(data, 0)[1]
         stats.records_read += len(records)
-        offset_map = self.offset_map
+        decision = self.decision
         # Legacy tombstones are kept while latest: Kafka's legacy horizon uses file mtimes,
         # which a copy can reset, so keeping them is the choice that never loses a delete.
         kept = [r for r in records
-                if r.offset > offset_map.latest_offset
-                or (r.key is not None and r.offset >= offset_map.get(r.key))]
+                if r.offset > decision.reach or (r.key is not None and not decision.superseded(r))]
         stats.records_retained += len(kept)
         stats.records_removed += len(records) - len(kept)
         if not kept:

@@ -56,6 +56,10 @@ class PartitionCleanerStatus:
     last_clean_ms: int | None = None
     dirty_ratio: float = 0.0
     bytes_reclaimed_total: int = 0
+    # Running totals over every pass (thread or on demand), for the service's metrics.
+    bytes_read_total: int = 0
+    bytes_written_total: int = 0
+    records_removed_total: int = 0
     passes: int = 0
     last_report: CleanReport | None = None
     uncleanable_reason: str | None = None
@@ -143,6 +147,9 @@ class LogCleaner:
         status.last_clean_ms = now_ms
         status.dirty_ratio = after.dirty_ratio
         status.bytes_reclaimed_total += max(report.bytes_reclaimed, 0)
+        status.bytes_read_total += result.stats.bytes_read
+        status.bytes_written_total += result.stats.bytes_written
+        status.records_removed_total += result.stats.records_removed
         status.passes += 1
         status.last_report = report
         return report

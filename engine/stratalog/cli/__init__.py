@@ -13,8 +13,10 @@ from collections.abc import Sequence
 
 from ..errors import StratalogError
 from . import checkpoint, compact, consume, delete_records, dump_log, produce, retention, serve, topics, verify
+from . import apply_plan
 
-_COMMANDS = (topics, produce, consume, dump_log, verify, checkpoint, retention, compact, delete_records, serve)
+_COMMANDS = (topics, produce, consume, dump_log, verify, checkpoint, retention, compact, delete_records, serve,
+             apply_plan)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,7 +37,10 @@ def run(args: argparse.Namespace) -> int:
             manager.describe_topic(args.topic)
         with tqdm(total=None, unit="B", unit_scale=True, desc="compacting", file=sys.stderr,
                   disable=not sys.stderr.isatty()) as bar:
-            cleaner = LogCleaner(manager, progress=bar.update)
+            def advance(done: int) -> None:
+                bar.update(done)
+
+            cleaner = LogCleaner(manager, progress=advance)
             reports = cleaner.run_pass(force=args.force, topic=args.topic)
         for report in reports:
             stats = report.stats

@@ -74,7 +74,7 @@ _TIMESTAMP_TYPE_NAMES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs ~3x to build, and these are built per batch/record
 class BatchHeader:
     """The fixed fields of a v2 batch, in on-disk order."""
 

@@ -84,9 +84,10 @@ def build_batch(
     body, records_last_delta, records_max_ts = _encode_records(records, base_offset, base_timestamp)
     if last_offset_delta is None:
         last_offset_delta = records_last_delta
-    elif not records_last_delta <= last_offset_delta <= INT32_MAX:
+    elif not max(records_last_delta, 0) <= last_offset_delta <= INT32_MAX:
         raise ValueError(
-            f"last_offset_delta {last_offset_delta} must be in [{records_last_delta}, {INT32_MAX}] for these records"
+            f"last_offset_delta {last_offset_delta} must be in [{max(records_last_delta, 0)}, {INT32_MAX}] "
+            "for these records"
         )
     if max_timestamp is None:
         max_timestamp = records_max_ts

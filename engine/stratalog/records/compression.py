@@ -96,8 +96,9 @@ def compress(codec: Compression, data: bytes, level: int | None = None) -> bytes
     if codec == Compression.SNAPPY:
         return _xerial_snappy(data)
     if codec == Compression.LZ4:
-        # Independent blocks and no content checksum: Kafka's reader requires the
-        # former and its own writer never sets the latter.
+        # Independent blocks (KafkaLZ4BlockInputStream rejects linked ones) and
+        # no content checksum (Kafka's writer never sets it).  cramjam also adds
+        # per-block checksums, which Kafka's reader verifies.
         lz4 = cramjam.lz4.Compressor(level=_or_default(codec, level), content_checksum=False, block_linked=False)
         lz4.compress(data)
         return bytes(lz4.finish())

@@ -1,0 +1,98 @@
+"""The application factory: routes, middlewares and the shared state.
+
+``create_app(state)`` is all a caller needs (``run`` serves it; tests could
+drive it in-process). The route table below is the single list of operations;
+``openapi.build_document`` describes the same list, and a test checks the two
+agree, so the served document cannot drift from what the server does.
+
+Middlewares, outermost first:
+
+1. request metrics (method, route, final status);
+2. errors: every engine error / malformed request becomes the JSON error body;
+3. readiness: ``/v1`` operations answer 503 until the engine has opened its
+   directories and after SIGTERM (status, OpenAPI, health and metrics always
+   answer, so an operator can watch a long recovery).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from . import maintenance, records, topics
+from .errors import error_middleware
+from .openapi import build_document
+from .state import STATE, ServerState
+
+OPENAPI = web.AppKey("stratalog_openapi", bytes)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """The OpenAPI document, built once per app from the server's limits."""
+    return web.Response(body=request.app[OPENAPI], content_type="application/json")
+
+
+# (method, path, handler): the whole API.
+ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "/v1/topics", topics.list_topics),
+    ("POST", "/v1/topics", topics.create_topic),
+    ("GET", "/v1/topics/{topic}", topics.get_topic),
+    ("DELETE", "/v1/topics/{topic}", topics.delete_topic),
+    ("PATCH", "/v1/topics/{topic}/configs", topics.alter_configs),
+    ("POST", "/v1/topics/{topic}/partitions", topics.add_partitions),
+    ("POST", "/v1/topics/{topic}/records", records.produce_topic),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}", topics.get_partition),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/records", records.produce_partition),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/records", records.fetch),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets", records.list_offsets),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records", records.delete_records_handler),
+    ("POST", "/v1/maintenance/retention", maintenance.retention),
+    ("POST", "/v1/maintenance/clean", maintenance.clean),
+    ("POST", "/v1/maintenance/checkpoints", maintenance.checkpoints),
+    ("POST", "/v1/maintenance/flush", maintenance.flush),
+    ("POST", "/v1/maintenance/deletions", maintenance.deletions),
+    ("GET", "/v1/status", maintenance.status),
+    ("GET", "/v1/openapi.json", openapi),
+    ("GET", "/healthz", maintenance.healthz),
+    ("GET", "/readyz", maintenance.readyz),
+    ("GET", "/metrics", maintenance.metrics),
+)
+
+# Served whatever the engine's state: health, readiness, metrics, the document, status.
+_ALWAYS_AVAILABLE = frozenset({"/v1/openapi.json", "/v1/status", "/healthz", "/readyz", "/metrics"})
+
+
+def create_app(state: ServerState) -> web.Application:
+    @web.middleware
+    async def request_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        route = request.match_info.route.resource
+        name = route.canonical if route is not None else "unmatched"
+        state.metrics.requests.labels(request.method, name, str(response.status)).inc()
+        return response
+
+    @web.middleware
+    async def readiness(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in _ALWAYS_AVAILABLE and request.match_info.route.resource is not None:
+            state.check_ready()
+        return await handler(request)
+
+    # Bodies are read by params.read_body with limits of their own; aiohttp's cap stays as a backstop.
+    app = web.Application(middlewares=[request_metrics, error_middleware(state.metrics.error), readiness],
+                          client_max_size=1 << 30)
+    app[STATE] = state
+    app[OPENAPI] = json.dumps(build_document(state.settings)).encode()
+    for method, path, handler in ROUTES:
+        app.router.add_route(method, path, handler)
+
+    async def wake_long_polls(app: web.Application) -> None:
+        # Runs when shutdown begins: waiting fetches answer at once instead of holding the drain.
+        state.draining = True
+        state.signals.notify_all()
+
+    app.on_shutdown.append(wake_long_polls)
+    return app

@@ -1,0 +1,128 @@
+"""Engine errors as HTTP responses: ``{"error_code": <Kafka error name>, "message": ...}``.
+
+Clients of the API already speak Kafka's error names (the engine raises them,
+the CLI prints them), so the body carries the engine error's ``code``
+unchanged and the HTTP status only says who is at fault:
+
+=====  ==========================================================================
+400    the request: ``INVALID_*``, ``CORRUPT_MESSAGE``, ``MESSAGE_TOO_LARGE``,
+       ``RECORD_LIST_TOO_LARGE``, and ``INVALID_REQUEST`` for a malformed request
+       (bad JSON, a wrong type, a bad path or query parameter; the message names it)
+404    ``UNKNOWN_TOPIC_OR_PARTITION`` (and ``INVALID_REQUEST`` for an unknown route)
+405    ``INVALID_REQUEST``: method not allowed on the route (with ``Allow``)
+409    ``TOPIC_ALREADY_EXISTS``
+413    ``MESSAGE_TOO_LARGE``: the body exceeds the server's limit before it is read
+       (a batch within the limit but over the topic's ``max.message.bytes`` is a 400)
+415    ``INVALID_REQUEST``: a body media type the operation does not take
+416    ``OFFSET_OUT_OF_RANGE``: the offset is outside [log start, log end]; a distinct
+       status lets a consumer reset without parsing the body
+500    ``KAFKA_STORAGE_ERROR`` / ``UNKNOWN_SERVER_ERROR``: the server's fault, never
+       the consequence of bad input
+503    ``BROKER_NOT_AVAILABLE``: the engine is still recovering or is shutting down
+=====  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from ..errors import StratalogError
+
+logger = logging.getLogger(__name__)
+
+JSON_ERROR_CODES_400 = frozenset({"CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"})
+
+_STATUS_BY_CODE = {
+    "UNKNOWN_TOPIC_OR_PARTITION": 404,
+    "TOPIC_ALREADY_EXISTS": 409,
+    "OFFSET_OUT_OF_RANGE": 416,
+    "BROKER_NOT_AVAILABLE": 503,
+    "KAFKA_STORAGE_ERROR": 500,
+    "UNKNOWN_SERVER_ERROR": 500,
+}
+
+
+class RequestError(StratalogError):
+    """A malformed request: the message names the field, parameter or header at fault."""
+
+    code = "INVALID_REQUEST"
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class InvalidRequiredAcksError(StratalogError):
+    code = "INVALID_REQUIRED_ACKS"
+
+
+class BodyTooLargeError(StratalogError):
+    """The body is over the server's limit; refused before it is buffered."""
+
+    code = "MESSAGE_TOO_LARGE"
+    status = 413
+
+
+class NotReadyError(StratalogError):
+    code = "BROKER_NOT_AVAILABLE"
+
+
+class StorageError(StratalogError):
+    """Stored bytes that do not decode: the disk's fault, never the request's."""
+
+    code = "KAFKA_STORAGE_ERROR"
+
+
+def status_for(error: StratalogError) -> int:
+    explicit = getattr(error, "status", None)
+    if isinstance(explicit, int):
+        return explicit
+    code = error.code
+    if code in _STATUS_BY_CODE:
+        return _STATUS_BY_CODE[code]
+    if code.startswith("INVALID_") or code in JSON_ERROR_CODES_400:
+        return 400
+    return 500
+
+
+def error_response(status: int, code: str, message: str, *, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error_code": code, "message": message}, status=status, headers=headers)
+
+
+ErrorListener = Callable[[str], None]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_middleware(on_error: ErrorListener) -> Middleware:
+    """Turn every failure into the JSON error form; count each by its code."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except StratalogError as error:
+            on_error(error.code)
+            return error_response(status_for(error), error.code, str(error))
+        except web.HTTPException as error:
+            # aiohttp's own refusals (no route, wrong method): same JSON shape, same status,
+            # keeping headers such as Allow that the status promises.
+            if error.status < 400:
+                raise
+            on_error("INVALID_REQUEST")
+            headers = {k: v for k, v in error.headers.items() if k.lower() in ("allow",)}
+            reason = error.reason or "error"
+            message = f"{request.method} {request.path}: {reason.lower()}"
+            return error_response(error.status, "INVALID_REQUEST", message, headers=headers)
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as error:  # noqa: BLE001 - the last line of defence: log it, answer 500
+            logger.exception("unexpected error serving %s %s", request.method, request.path)
+            on_error("UNKNOWN_SERVER_ERROR")
+            return error_response(500, "UNKNOWN_SERVER_ERROR", f"{type(error).__name__}: {error}")
+
+    return middleware

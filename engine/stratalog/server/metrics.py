@@ -1,0 +1,196 @@
+"""Prometheus metrics of the service, in a private registry.
+
+Two kinds:
+
+* request-path series the handlers update as they go: bytes and records
+  appended, bytes fetched, append / fetch latency histograms, error responses
+  by Kafka error code, HTTP requests by route and status, waiting long polls;
+* engine series read at scrape time by ``EngineCollector``: per-partition
+  size, offsets, segment count; the cleaner's totals and dirty ratio; retention
+  deletions; checkpoint-file age; the schedule's task runs. Reading the logs
+  when scraped (instead of updating gauges on every change) keeps the append
+  path free of metric bookkeeping and can never report a stale partition.
+
+The registry is private (not prometheus_client's global one) so two servers
+in one process, as in tests, never share or collide on series.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ..cleaner import log_to_clean
+from ..names import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
+
+if TYPE_CHECKING:
+    from ..service import Engine
+
+logger = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                     CLEANER_OFFSET_CHECKPOINT)
+
+
+class ServerMetrics:
+    def __init__(self, engine: Engine) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        registry = self.registry
+        tp = ["topic", "partition"]
+        self.append_bytes = Counter("stratalog_append_bytes", "Bytes of record batches appended through the API",
+                                    tp, registry=registry)
+        self.append_records = Counter("stratalog_append_records", "Records appended through the API", tp,
+                                      registry=registry)
+        self.fetch_bytes = Counter("stratalog_fetch_bytes", "Bytes of record batches served by fetches", tp,
+                                   registry=registry)
+        self.append_latency = Histogram(
+            "stratalog_append_latency_seconds",
+            "Time to append one produce request's batches (and fsync them when acks=all)",
+            ["acks"], buckets=_LATENCY_BUCKETS, registry=registry)
+        self.fetch_latency = Histogram(
+            "stratalog_fetch_latency_seconds", "Time to read one fetch, long-poll waiting excluded",
+            buckets=_LATENCY_BUCKETS, registry=registry)
+        self.errors = Counter("stratalog_errors", "Error responses by Kafka error code", ["code"], registry=registry)
+        self.requests = Counter("stratalog_http_requests", "HTTP requests by method, route and status",
+                                ["method", "route", "status"], registry=registry)
+        self.long_polls = Gauge("stratalog_fetch_long_polls_waiting", "Fetches waiting for new data now",
+                                registry=registry)
+        registry.register(EngineCollector(engine))
+
+    def error(self, code: str) -> None:
+        self.errors.labels(code).inc()
+
+    def forget_topic(self, topic: str, partitions: Iterable[int]) -> None:
+        """Drop a deleted topic's request-path series, so deleted names do not pile up."""
+        for partition in partitions:
+            for counter in (self.append_bytes, self.append_records, self.fetch_bytes):
+                try:
+                    counter.remove(topic, str(partition))
+                except KeyError:
+                    pass
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class EngineCollector(Collector):
+    """Reads the engine's logs, cleaner and tasks at scrape time."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self.engine
+        ready = GaugeMetricFamily("stratalog_engine_ready", "1 once the engine has opened its directories")
+        ready.add_metric([], 1.0 if engine.ready else 0.0)
+        yield ready
+        if not engine.ready:
+            return
+        yield from self._partitions()
+        yield from self._cleaner()
+        yield from self._tasks()
+        yield from self._checkpoints()
+
+    def _partitions(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        families = {
+            "size": GaugeMetricFamily("stratalog_log_size_bytes", "Bytes in the partition's segments", labels=labels),
+            "start": GaugeMetricFamily("stratalog_log_start_offset", "Log start offset", labels=labels),
+            "end": GaugeMetricFamily("stratalog_log_end_offset", "Log end offset", labels=labels),
+            "hw": GaugeMetricFamily("stratalog_log_high_watermark", "High watermark", labels=labels),
+            "recovery": GaugeMetricFamily("stratalog_log_recovery_point", "Recovery point (flushed up to)",
+                                          labels=labels),
+            "segments": GaugeMetricFamily("stratalog_log_segments", "Number of segments", labels=labels),
+        }
+        for tp, log in sorted(self.engine.manager.logs().items()):
+            key = [tp.topic, str(tp.partition)]
+            try:
+                values = {"size": log.size, "start": log.log_start_offset, "end": log.log_end_offset,
+                          "hw": log.high_watermark, "recovery": log.recovery_point,
+                          "segments": len(log.segments)}
+            except Exception:  # noqa: BLE001 - a log closed by a concurrent topic deletion: skip it
+                continue
+            for name, value in values.items():
+                families[name].add_metric(key, float(value))
+        yield from families.values()
+
+    def _cleaner(self) -> Iterator[Metric]:
+        engine = self.engine
+        cleaner = engine.cleaner
+        labels = ["topic", "partition"]
+        dirty = GaugeMetricFamily("stratalog_cleaner_dirty_ratio", "Cleanable bytes / (clean + cleanable bytes) "
+                                  "of a compacted partition", labels=labels)
+        last = GaugeMetricFamily("stratalog_cleaner_last_clean_timestamp_seconds",
+                                 "When the cleaner last cleaned the partition", labels=labels)
+        read = CounterMetricFamily("stratalog_cleaner_bytes_read", "Bytes the cleaner read", labels=labels)
+        written = CounterMetricFamily("stratalog_cleaner_bytes_written", "Bytes the cleaner wrote", labels=labels)
+        removed = CounterMetricFamily("stratalog_cleaner_records_removed", "Records compaction removed",
+                                      labels=labels)
+        passes = CounterMetricFamily("stratalog_cleaner_passes", "Cleanings of the partition", labels=labels)
+        uncleanable = GaugeMetricFamily("stratalog_cleaner_uncleanable", "1 if the cleaner gave up on the "
+                                        "partition after an error", labels=labels)
+        now = engine.manager.clock()
+        for tp, log in sorted(engine.manager.logs().items()):
+            if not log.config.compact:
+                continue
+            key = [tp.topic, str(tp.partition)]
+            try:
+                dirty.add_metric(key, log_to_clean(log, engine.manager.cleaner_offset(tp), now).dirty_ratio)
+            except Exception:  # noqa: BLE001 - closed under us by a topic deletion
+                continue
+            status = cleaner.status.get(tp) if cleaner is not None else None
+            if status is None:
+                continue
+            if status.last_clean_ms is not None:
+                last.add_metric(key, status.last_clean_ms / 1000)
+            read.add_metric(key, float(status.bytes_read_total))
+            written.add_metric(key, float(status.bytes_written_total))
+            removed.add_metric(key, float(status.records_removed_total))
+            passes.add_metric(key, float(status.passes))
+            uncleanable.add_metric(key, 1.0 if status.uncleanable_reason else 0.0)
+        yield from (dirty, last, read, written, removed, passes, uncleanable)
+        deletions = CounterMetricFamily("stratalog_retention_deleted_segments",
+                                        "Segments deleted by retention passes")
+        deletions.add_metric([], float(engine.retention_deletions_total))
+        yield deletions
+
+    def _tasks(self) -> Iterator[Metric]:
+        runs = CounterMetricFamily("stratalog_task_runs", "Runs of each maintenance task", labels=["task"])
+        last = GaugeMetricFamily("stratalog_task_last_run_timestamp_seconds", "When each task last ran",
+                                 labels=["task"])
+        failing = GaugeMetricFamily("stratalog_task_failing", "1 if the task's last run failed", labels=["task"])
+        for name, record in sorted(self.engine.tasks.items()):
+            runs.add_metric([name], float(record.runs))
+            if record.last_run_ms is not None:
+                last.add_metric([name], record.last_run_ms / 1000)
+            failing.add_metric([name], 1.0 if record.last_error else 0.0)
+        yield from (runs, last, failing)
+
+    def _checkpoints(self) -> Iterator[Metric]:
+        # The files' own age, whoever wrote them (schedule, API trigger, topic deletion):
+        # what an operator needs to know is how much recovery a crash now would cost.
+        age = GaugeMetricFamily("stratalog_checkpoint_age_seconds", "Seconds since each checkpoint file was written",
+                                labels=["dir", "file"])
+        now = time.time()
+        for directory in self.engine.manager.data_dirs:
+            for name in _CHECKPOINT_FILES:
+                try:
+                    mtime = os.stat(directory / name).st_mtime
+                except OSError:
+                    continue
+                age.add_metric([str(directory), name], max(now - mtime, 0.0))
+        yield age

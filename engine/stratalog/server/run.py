@@ -1,0 +1,149 @@
+"""The serve loop: listen, open the engine, serve, and drain cleanly on SIGTERM / SIGINT.
+
+Order matters for operators:
+
+1. listen first, so ``/healthz`` answers (and ``/readyz`` says 503) during a
+   long recovery instead of the port looking dead;
+2. ``Engine.start()`` on a thread (recovery as needed), then ``--create-topic``;
+   only then ``/readyz`` turns 200;
+3. on SIGTERM / SIGINT: stop accepting connections, wake long polls, let the
+   requests in flight finish (their appends complete: a produce that was
+   accepted is answered), wait for every engine call on the pools, then
+   ``Engine.stop()`` (flush, checkpoints, ``.kafka_cleanshutdown``), exit 0.
+   The next start then finds the clean-shutdown marker and skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from ..errors import StratalogError
+from ..service import Engine
+from .app import create_app
+from .state import ServerState, Settings
+
+logger = logging.getLogger("stratalog.serve")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    data_dirs: Sequence[Path]
+    host: str = "127.0.0.1"
+    port: int = 8092
+    properties: Mapping[str, str] = field(default_factory=dict)
+    schedule: bool = True
+    create_topics: Sequence[tuple[str, int]] = ()
+    settings: Settings = field(default_factory=Settings)
+    shutdown_timeout: float = 30.0
+    access_log: bool = False
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[V6]:PORT``; port 0 picks a free one (printed when listening)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8092")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+def parse_create_topic(text: str) -> tuple[str, int]:
+    name, sep, count = text.partition(":")
+    if sep and (not count.isdigit() or int(count) < 1):
+        raise ValueError(f"--create-topic {text!r}: expected NAME[:PARTITIONS] with PARTITIONS ≥ 1")
+    return name, int(count) if sep else 1
+
+
+def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> None:
+    engine.start()
+    manager = engine.manager
+    clean = manager.had_clean_shutdown()
+    for path in manager.data_dirs:
+        logs = [log for log in manager.logs().values() if log.dir.parent == path]
+        recovered = sum(len(manager.load_reports[log.topic_partition].recovered_segments) for log in logs
+                        if log.topic_partition in manager.load_reports)
+        logger.info("data directory %s: %d partitions, %s, %d segments recovered", path, len(logs),
+                    "clean shutdown (recovery skipped)" if clean.get(path) else "no clean-shutdown marker",
+                    recovered)
+    for name, partitions in create_topics:
+        if name in manager.topics():
+            have = len(manager.describe_topic(name).partitions)
+            logger.info("topic %s exists (%d partitions); --create-topic leaves it as it is", name, have)
+            continue
+        manager.create_topic(name, partitions)
+        logger.info("created topic %s with %d partition(s)", name, partitions)
+
+
+async def serve(options: ServeOptions) -> int:
+    # The engine is built (settings checked) before we listen: a bad --config fails fast.
+    engine = Engine(options.data_dirs, dict(options.properties), schedule=options.schedule)
+    state = ServerState(engine, options.settings)
+    app = create_app(state)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=options.shutdown_timeout,
+                           access_log=logging.getLogger("aiohttp.access") if options.access_log else None)
+    await runner.setup()
+    site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        logger.error("cannot listen on %s:%d: %s", options.host, options.port, error.strerror)
+        return 1
+    for address in runner.addresses:
+        host, port = address[0], address[1]
+        shown = f"[{host}]" if ":" in host else host
+        logger.info("listening on http://%s:%d (API under /v1, OpenAPI at /v1/openapi.json)", shown, port)
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            logger.info("%s again: already stopping", signal.Signals(signum).name)
+            return
+        logger.info("%s: stopping (draining requests in flight)", signal.Signals(signum).name)
+        state.draining = True  # new requests get 503 while the listener closes
+        state.signals.notify_all()  # long polls answer now
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+    status = 0
+    try:
+        try:
+            # The start cannot be interrupted half-way (recovery renames files); a signal
+            # during it is acted on once it is done.
+            await loop.run_in_executor(state.maintenance, _start_engine, engine, options.create_topics)
+            state.started = True
+            logger.info("ready (schedule %s)", "on" if options.schedule else "off: use /v1/maintenance/*")
+            await stop.wait()
+        except StratalogError as error:
+            logger.error("cannot start: %s: %s", error.code, error)
+            status = 1
+        finally:
+            state.draining = True
+            await runner.cleanup()  # stop accepting; wait for handlers in flight; on_shutdown wakes long polls
+            # Engine calls already on the pools finish (an accepted append is completed) before the stop.
+            await loop.run_in_executor(None, state.shutdown_pools)
+            if engine.ready:
+                await loop.run_in_executor(None, engine.stop)
+                logger.info("stopped cleanly: logs flushed, checkpoints and clean-shutdown marker written")
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    return status
+
+
+def main(options: ServeOptions, *, log_level: str = "INFO") -> int:
+    logging.basicConfig(level=log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(serve(options))

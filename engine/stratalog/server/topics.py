@@ -1,0 +1,167 @@
+"""Topic admin (Kafka's CreateTopics / DeleteTopics / CreatePartitions / IncrementalAlterConfigs)
+and per-partition statistics.
+
+Every change goes through ``LogManager``, the same calls ``stratalog topics``
+makes, so the on-disk result of an API call and of the CLI is identical. Admin
+calls run on the io pool: creating partitions creates directories and index
+files, deleting renames them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from ..cleaner import log_to_clean
+from ..errors import InvalidPartitionsError
+from ..log import Log
+from ..log_manager import LogManager
+from ..names import TopicPartition
+from . import params
+from .state import ADMIN_BODY_LIMIT, ServerState, state_of
+
+
+
+def partition_summary(log: Log) -> dict[str, Any]:
+    return {"partition": log.topic_partition.partition, "logDir": str(log.dir.parent),
+            "logStartOffset": log.log_start_offset, "logEndOffset": log.log_end_offset,
+            "highWatermark": log.high_watermark, "size": log.size, "segments": len(log.segments)}
+
+
+def describe(manager: LogManager, topic: str) -> dict[str, Any]:
+    description = manager.describe_topic(topic)
+    partitions = [partition_summary(manager.get_log(topic, p)) for p in description.partitions]
+    return {"name": topic, "partitionCount": len(partitions), "configs": description.overrides,
+            "effectiveConfigs": description.config.to_properties(), "partitions": partitions}
+
+
+def partition_stats(state: ServerState, topic: str, partition: int) -> dict[str, Any]:
+    manager = state.manager
+    log = manager.get_log(topic, partition)
+    tp = TopicPartition(topic, partition)
+    stats = partition_summary(log)
+    stats.update({"topic": topic, "recoveryPoint": log.recovery_point,
+                  "unflushedMessages": log.unflushed_messages(), "compacted": log.config.compact,
+                  "dirtyRatio": None, "firstDirtyOffset": None, "lastCleanMs": None, "cleanerPasses": 0,
+                  "uncleanableReason": None})
+    if log.config.compact:
+        candidate = log_to_clean(log, manager.cleaner_offset(tp), manager.clock())
+        stats["dirtyRatio"] = candidate.dirty_ratio
+        stats["firstDirtyOffset"] = candidate.first_dirty_offset
+    cleaner = state.engine.cleaner
+    status = cleaner.status.get(tp) if cleaner is not None else None
+    if status is not None:
+        stats["lastCleanMs"] = status.last_clean_ms
+        stats["cleanerPasses"] = status.passes
+        stats["uncleanableReason"] = status.uncleanable_reason
+    return stats
+
+
+async def list_topics(request: web.Request) -> web.Response:
+    state = state_of(request)
+
+    def run() -> list[dict[str, Any]]:
+        counts: dict[str, int] = {}
+        for tp in state.manager.logs():
+            counts[tp.topic] = counts.get(tp.topic, 0) + 1
+        return [{"name": name, "partitionCount": count} for name, count in sorted(counts.items())]
+
+    return web.json_response({"topics": await state.run(run)})
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    state = state_of(request)
+    body = await params.json_object(request, ADMIN_BODY_LIMIT, allowed={"name", "partitions", "configs"},
+                                    required={"name"})
+    name = params.field_str(body, "name")
+    limit = state.settings.max_partitions_per_topic
+    if "partitions" in body and (isinstance(body["partitions"], int) and not isinstance(body["partitions"], bool)
+                                 and not 1 <= body["partitions"] <= limit):
+        raise InvalidPartitionsError(f"topic {name!r}: partitions must be between 1 and {limit} on this server, "
+                                     f"got {body['partitions']}")
+    partitions = params.field_int(body, "partitions", 1, minimum=1, maximum=limit)
+    configs = params.field_configs(body, "configs")
+
+    def run() -> dict[str, Any]:
+        state.manager.create_topic(name, partitions, configs)
+        return describe(state.manager, name)
+
+    try:
+        result = await state.run(run)
+    finally:
+        state.topics_changed()
+    return web.json_response(result, status=201)
+
+
+async def get_topic(request: web.Request) -> web.Response:
+    state = state_of(request)
+    topic = params.topic(request)
+    return web.json_response(await state.run(describe, state.manager, topic))
+
+
+async def alter_configs(request: web.Request) -> web.Response:
+    """``{"set": {key: value}, "delete": [key]}``: Kafka's IncrementalAlterConfigs SET / DELETE."""
+    state = state_of(request)
+    topic = params.topic(request)
+    body = await params.json_object(request, ADMIN_BODY_LIMIT, allowed={"set", "delete"})
+    to_set = params.field_configs(body, "set")
+    to_delete = set(params.field_str_list(body, "delete"))
+
+    def run() -> dict[str, Any]:
+        manager = state.manager
+        with manager.lock:  # read-modify-write of the overrides as one step
+            current = manager.describe_topic(topic).overrides
+            merged = {k: v for k, v in current.items() if k not in to_delete}
+            merged.update(to_set)
+            manager.alter_topic_config(topic, merged)
+            return describe(manager, topic)
+
+    try:
+        result = await state.run(run)
+    finally:
+        state.topics_changed()
+    return web.json_response(result)
+
+
+async def add_partitions(request: web.Request) -> web.Response:
+    state = state_of(request)
+    topic = params.topic(request)
+    body = await params.json_object(request, ADMIN_BODY_LIMIT, allowed={"count"}, required={"count"})
+    limit = state.settings.max_partitions_per_topic
+    count = body.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and not 1 <= count <= limit:
+        raise InvalidPartitionsError(f"topic {topic!r}: the partition count must be between 1 and {limit} on this "
+                                     f"server, got {count}")
+    total = params.field_int(body, "count", minimum=1, maximum=limit)
+
+    def run() -> dict[str, Any]:
+        state.manager.add_partitions(topic, total)
+        return describe(state.manager, topic)
+
+    return web.json_response(await state.run(run))
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    """Rename the partition directories ``-delete`` (removed by the deletion task, as Kafka does)."""
+    state = state_of(request)
+    topic = params.topic(request)
+
+    def run() -> tuple[list[int], list[str]]:
+        partitions = list(state.manager.describe_topic(topic).partitions)
+        return partitions, [str(p) for p in state.manager.delete_topic(topic)]
+
+    try:
+        partitions, renamed = await state.run(run)
+    finally:
+        state.topics_changed()
+    state.metrics.forget_topic(topic, partitions)
+    for partition in partitions:
+        state.signals.notify(TopicPartition(topic, partition))  # long polls on it answer now
+    return web.json_response({"deleted": topic, "partitions": len(partitions), "renamedTo": renamed})
+
+
+async def get_partition(request: web.Request) -> web.Response:
+    state = state_of(request)
+    topic, partition = params.topic(request), params.partition(request)
+    return web.json_response(await state.run(partition_stats, state, topic, partition))
