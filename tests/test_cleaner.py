@@ -282,19 +282,24 @@ def test_aborted_transactions_are_removed_and_their_markers_go_after_the_horizon
         log.roll()
         cleaner.run_pass(force=True)
 
-    def markers() -> list[int]:
+    def batch_bases() -> list[int]:
         return [info.base_offset for path in sorted(log.dir.glob("*.log"))
-                for info in iter_batch_infos(path.read_bytes()) if info.base_offset in (1, 3)]
+                for info in iter_batch_infos(path.read_bytes()) if info.base_offset in (1, 2, 3)]
 
     cleaner.run_pass(force=True)
     assert on_disk(log.dir) == [(0, b"a", b"committed"), (4, b"c", b"plain")]
-    assert markers() == [1, 3]  # the abort marker is kept: this pass saw its transaction's data
-    clean_with_new_data(b"d")  # no aborted data left: the marker gets its delete horizon
-    assert markers() == [1, 3]
+    # The aborted batch lost its record but keeps its header: it is producer 8's last batch (Kafka's
+    # RETAIN_EMPTY), and while it is there the abort marker is kept too.
+    assert batch_bases() == [1, 2, 3]
+    clock.now += 2 * DAY  # producer 8 expires: its empty batch goes...
+    clean_with_new_data(b"d")
+    assert batch_bases() == [1, 3]
+    clean_with_new_data(b"e")  # ...then no data of the aborted transaction is left: the marker gets a horizon
+    assert batch_bases() == [1, 3]
     clock.now += 2000
-    clean_with_new_data(b"e")
+    clean_with_new_data(b"f")
     # Past the horizon the abort marker goes; the commit marker stays while its data (a@0) does, as in Kafka.
-    assert markers() == [1]
+    assert batch_bases() == [1]
     manager.close()
 
 
@@ -312,4 +317,29 @@ def test_the_io_throttle_holds_a_pass_near_the_configured_rate(tmp_path):
     assert report.stats.elapsed_seconds > 1.5
     print(f"throttle: {rate:.0f} B/s for a cap of {cap}")
     assert 0.8 * cap <= rate <= 1.2 * cap, f"measured {rate:.0f} B/s against a cap of {cap}"
+    manager.close()
+
+
+def test_an_active_producers_last_batch_keeps_its_header_when_compaction_empties_it(tmp_path):
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    manager.create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    log.append(build_batch([Record(0, clock.now, b"k", b"old")], producer_id=5, producer_epoch=2, base_sequence=0))
+    log.append(build_batch([Record(0, clock.now, b"k", b"new")]))
+    log.append(build_batch([Record(0, clock.now, b"j", b"gone")], producer_id=6, producer_epoch=0,
+                           base_sequence=0, max_timestamp=None))
+    log.append(build_batch([Record(0, clock.now, b"j", b"kept")]))
+    log.roll()
+    clock.now += 1000
+    LogCleaner(manager).run_pass(force=True)
+    infos = [i for p in sorted(log.dir.glob("*.log")) for i in iter_batch_infos(p.read_bytes())]
+    # Producer 5's and 6's batches lost their records but stay as empty headers (sequence kept).
+    assert [(i.base_offset, i.records_count) for i in infos] == [(0, 0), (1, 1), (2, 0), (3, 1)]
+    clock.now += 2 * DAY  # a day after their last write the producers have expired: headers go too
+    log.append(build_batch([Record(0, clock.now, b"x", b"y")]))
+    log.roll()
+    LogCleaner(manager).run_pass(force=True)
+    infos = [i for p in sorted(log.dir.glob("*.log")) for i in iter_batch_infos(p.read_bytes())]
+    assert [(i.base_offset, i.records_count) for i in infos] == [(1, 1), (3, 1), (4, 1)]
     manager.close()

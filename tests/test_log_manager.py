@@ -202,3 +202,26 @@ def test_an_unclean_shutdown_is_recovered_and_a_clean_one_is_not(tmp_path):
         report = manager.load_reports[next(iter(manager.logs()))]
         assert report.recovered_segments == [0]
         assert manager.get_log("t", 0).log_end_offset == 5
+
+
+def test_kafkas_kraft_metadata_log_is_never_loaded_nor_touched(tmp_path):
+    metadata = tmp_path / "__cluster_metadata-0"
+    metadata.mkdir()
+    segment = metadata / f"{0:020d}.log"
+    segment.write_bytes(batch(3))
+    before = tree(tmp_path)
+    with open_log_manager([tmp_path]) as manager:
+        assert manager.topics() == []
+        with pytest.raises(InvalidTopicError, match="reserved"):
+            manager.create_topic("__cluster_metadata", 1)
+    assert segment.read_bytes() == batch(3)
+    assert [p for p in tree(tmp_path) if p.startswith("__cluster")] == [p for p in before if p.startswith("__cluster")]
+    assert "__cluster_metadata" not in (tmp_path / "recovery-point-offset-checkpoint").read_text()
+
+
+def test_the_broker_epoch_of_the_clean_shutdown_marker_survives_an_open_and_close(tmp_path):
+    (tmp_path / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":106}')
+    with open_log_manager([tmp_path]) as manager:
+        assert not (tmp_path / ".kafka_cleanshutdown").exists()  # consumed before loading
+        assert manager.topics() == []
+    assert json.loads((tmp_path / ".kafka_cleanshutdown").read_text()) == {"version": 0, "brokerEpoch": 106}

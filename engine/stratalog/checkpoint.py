@@ -185,11 +185,17 @@ def write_clean_shutdown(directory: Path, broker_epoch: int = 0) -> None:
                                                                separators=(",", ":")).encode())
 
 
-def consume_clean_shutdown(directory: Path) -> bool:
-    """True if the marker was there. It is deleted *before* loading, so a crash while loading counts as unclean."""
+def consume_clean_shutdown(directory: Path) -> tuple[bool, int]:
+    """(whether the marker was there, the broker epoch it names). The marker is deleted *before*
+    loading, so a crash while loading counts as unclean. A broker reports the epoch when it
+    registers, so it is kept and written back at the next clean shutdown; garbage reads as 0."""
     path = directory / ".kafka_cleanshutdown"
     if not path.exists():
-        return False
+        return False, 0
+    try:
+        epoch = int(json.loads(path.read_text(encoding="utf-8")).get("brokerEpoch", 0))
+    except (ValueError, AttributeError, TypeError):
+        epoch = 0  # older brokers wrote an empty file; the read side tolerates anything
     path.unlink()
     fsync_dir(directory)
-    return True
+    return True, epoch

@@ -31,7 +31,6 @@ from .names import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     SEGMENT_FILE_SUFFIXES,
-    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TopicPartition,
 )
@@ -168,7 +167,8 @@ class Log:
             jitter = random.randrange(min(config.segment_jitter_ms, config.segment_ms))
         # Leftovers of an earlier incarnation of this base offset; exact names, because
         # listing a directory of thousands of segments on every roll is quadratic.
-        for kind in SEGMENT_FILE_SUFFIXES + (SNAPSHOT_SUFFIX,):
+        # (.snapshot files are Kafka's producer state: left alone, as Kafka's roll does.)
+        for kind in SEGMENT_FILE_SUFFIXES:
             for state in ("", CLEANED_SUFFIX, SWAP_SUFFIX):
                 (self.dir / f"{base_offset:020d}{kind}{state}").unlink(missing_ok=True)
         return LogSegment(

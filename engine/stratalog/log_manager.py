@@ -56,6 +56,7 @@ from .names import (
 logger = logging.getLogger(__name__)
 
 MAX_PARTITIONS = 100_000
+RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class _DataDir:
         self.high_watermarks = OffsetCheckpointFile(path / REPLICATION_OFFSET_CHECKPOINT)
         self.cleaner_offsets = OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT)
         self.had_clean_shutdown = False
+        self.broker_epoch = 0  # from the marker Kafka (or we) left; written back unchanged
 
     def read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
         try:
@@ -131,7 +133,7 @@ class LogManager:
             for data_dir in self._dirs:
                 props = ensure_meta_properties(data_dir.path, cluster_id=cluster_id)
                 cluster_id = cluster_id or props.get("cluster.id")
-                data_dir.had_clean_shutdown = consume_clean_shutdown(data_dir.path)
+                data_dir.had_clean_shutdown, data_dir.broker_epoch = consume_clean_shutdown(data_dir.path)
                 for checkpoint in (data_dir.recovery_points, data_dir.log_start_offsets,
                                    data_dir.high_watermarks, data_dir.cleaner_offsets):
                     if not checkpoint.path.exists():
@@ -181,8 +183,8 @@ class LogManager:
                 self._pending_dir_deletes.append(child)
                 continue
             tp = parse_partition_dir(child.name)
-            if tp is None:
-                continue
+            if tp is None or tp.topic in RESERVED_TOPICS:
+                continue  # Kafka's KRaft metadata log belongs to the Raft layer, never to log management
             if tp in self._logs:
                 raise LogDirError(
                     f"partition {tp} is in two data directories: {self._logs[tp].dir} and {child}"
@@ -223,7 +225,7 @@ class LogManager:
             for log in self._logs.values():
                 log.close()
             for data_dir in self._dirs:
-                write_clean_shutdown(data_dir.path)
+                write_clean_shutdown(data_dir.path, data_dir.broker_epoch)
                 data_dir.lock.release()
             self._opened = False
 
@@ -261,6 +263,8 @@ class LogManager:
 
     def create_topic(self, topic: str, partitions: int = 1, overrides: Mapping[str, object] | None = None) -> None:
         validate_topic_name(topic)
+        if topic in RESERVED_TOPICS:
+            raise InvalidTopicError(f"topic {topic!r} is reserved for Kafka's KRaft metadata log")
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidPartitionsError(f"topic {topic!r}: partitions must be between 1 and {MAX_PARTITIONS}, "
                                          f"got {partitions}")

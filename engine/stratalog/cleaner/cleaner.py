@@ -50,6 +50,7 @@ from ..segment import INT32_MAX, LogSegment
 from .offset_map import OffsetMap
 from .selection import LogToClean
 from .throttler import Throttler
+from .producers import last_batches_of_active_producers
 from .transactions import TransactionTracker, control_type, scan_aborted_transactions
 
 Progress = Callable[[int], None]
@@ -110,11 +111,20 @@ class OffsetMapDecision:
 
 
 class _Transactions:
-    """Aborted-transaction knowledge, scanned only once a transactional batch shows up."""
+    """Aborted-transaction and producer knowledge, each scanned only once a pass needs it."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, now_ms: int = 0) -> None:
         self._log = log
+        self._now_ms = now_ms
         self._tracker: TransactionTracker | None = None
+        self._producer_last_batches: set[int] | None = None
+
+    def is_last_batch_of_active_producer(self, header: BatchHeader) -> bool:
+        if header.producer_id < 0:
+            return False
+        if self._producer_last_batches is None:
+            self._producer_last_batches = last_batches_of_active_producers(self._log, self._now_ms)
+        return header.last_offset in self._producer_last_batches
 
     def tracker(self) -> TransactionTracker:
         if self._tracker is None:
@@ -218,7 +228,7 @@ class Cleaner:
     def rewrite(self, log: Log, segments: list[LogSegment], now_ms: int, round_upper_bound: int,
                 stats: CleanerStats) -> None:
         """Rewrite ``segments`` group by group, keeping what ``self.decision`` keeps; each group is swapped in."""
-        transactions = _Transactions(log)
+        transactions = _Transactions(log, now_ms)
         for group in self.group_segments(segments, log.config, round_upper_bound):
             self._clean_group(log, group, now_ms, round_upper_bound, transactions, stats)
 
@@ -264,6 +274,8 @@ class Cleaner:
             discard_batch = marker_discardable and horizon is not None and horizon <= now_ms
         elif header.is_transactional:
             discard_batch = transactions.tracker().on_data_batch(header)
+        # Kept even when emptied: the round's last batch (its last offset must survive) and an
+        # active producer's last batch (its sequence must survive), as Kafka's RETAIN_EMPTY.
         retain_empty = header.next_offset == round_upper_bound
 
         records = decode_records(data)
@@ -278,7 +290,7 @@ class Cleaner:
         stats.records_removed += len(records) - len(kept)
 
         if not kept:
-            if retain_empty:
+            if retain_empty or transactions.is_last_batch_of_active_producer(header):
                 return self._empty_batch(header), header.last_offset, header.max_timestamp
             return None
         has_tombstone = not header.is_control and any(r.value is None for r in kept)
