@@ -315,7 +315,13 @@ class Log:
                 return
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
-        """ListOffsets: the first offset whose timestamp is ≥ ``timestamp``, or a special (-1, -2, -3, -4)."""
+        """ListOffsets: the first offset whose timestamp is ≥ ``timestamp``, or a special (-1, -2, -3, -4).
+
+        One deliberate difference from Kafka: Kafka searches only the first segment whose
+        largest timestamp reaches the target, and answers "none" when every match there
+        lies below the log start offset (a segment retention has not yet removed). Here
+        the search goes on to the next segments and returns the real first match.
+        """
         with self.lock:
             start, leo = self.log_start_offset, self.log_end_offset
             segments = self.segments

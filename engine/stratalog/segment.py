@@ -93,8 +93,17 @@ class LogSegment:
         return self.log.size
 
     def _load_max_timestamp(self) -> None:
+        """Kafka's ``readLargestTimestamp``: the time index's last entry, then any later batch.
+
+        After a clean close the last entry is the segment's maximum; after a truncation or
+        a crash, batches past the last entry may hold a larger timestamp, so they are read.
+        """
         if self._max_timestamp is None:
             timestamp, offset = self.time_index.last_entry()
+            _, position = self.offset_index.lookup(offset)
+            for info in self.log.batches(position, chunk=64 * 1024):
+                if info.max_timestamp > timestamp:
+                    timestamp, offset = info.max_timestamp, info.last_offset
             self._max_timestamp, self._offset_of_max_timestamp = timestamp, offset
 
     @property
@@ -251,8 +260,13 @@ class LogSegment:
                 if info.max_timestamp > self._max_timestamp:
                     self._max_timestamp, self._offset_of_max_timestamp = info.max_timestamp, info.last_offset
                 if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    self.offset_index.append(info.last_offset, valid_bytes)
-                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                    # A segment written across restarts may need more sparse entries than its
+                    # index holds (each restart restarts the byte count); a full index just
+                    # stays sparser, it is never a reason to refuse the segment.
+                    if not self.offset_index.is_full():
+                        self.offset_index.append(info.last_offset, valid_bytes)
+                    if not self.time_index.is_full():
+                        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
                     last_index_entry = valid_bytes
                 if on_batch is not None:
                     on_batch(info, data)

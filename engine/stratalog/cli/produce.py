@@ -12,11 +12,12 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ..errors import CorruptRecordError, InvalidPartitionsError
+from ..errors import CorruptRecordError, InvalidPartitionsError, RecordBatchTooLargeError
 from ..json_records import record_from_json_line
 from ..log_manager import LogManager
 from ..partitioner import partition_for_key
-from ..records import Compression, Record, build_batch, iter_batch_infos
+from ..records import Compression, Record, build_batch, iter_batch_infos, validate_batch
+from ..validation import validate_leader_batch
 from .common import add_data_dirs, add_engine_config, opened, print_json
 from .remote import Client, check_local_only, topic_path
 
@@ -51,6 +52,16 @@ def run(args: argparse.Namespace) -> int:
             batches = _read_batch_file(args.batch_file, args.partition or 0)
         else:
             batches = _batches_from_json(args, partitions)
+        # Every batch passes the log's own checks before the first is appended, so bad input
+        # anywhere leaves every partition as it was.
+        now = time.time_ns() // 1_000_000
+        for partition, batch in batches:
+            log = manager.get_log(args.topic, partition)
+            validate_leader_batch(batch, log.config, log.topic_partition, now)
+            if len(batch) > log.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"{log.topic_partition}: batch of {len(batch)} bytes is larger than segment.bytes "
+                    f"({log.config.segment_bytes}) and can never fit in a segment")
         for partition, batch in batches:
             info = manager.get_log(args.topic, partition).append(batch)
             print_json({"topic": args.topic, "partition": partition, "baseOffset": info.first_offset,
@@ -86,7 +97,11 @@ def _run_remote(args: argparse.Namespace) -> int:
 def _read_batch_file(path: str, partition: int) -> list[tuple[int, bytes]]:
     with open(path, "rb") as file:
         data = file.read()
-    batches = [(partition, data[i.position : i.position + i.size]) for i in iter_batch_infos(data, source=path)]
+    infos = list(iter_batch_infos(data, source=path))
+    for info in infos:
+        if info.magic >= 2:
+            validate_batch(data, info.position, source=path)  # a CRC error names its byte in the file
+    batches = [(partition, data[i.position : i.position + i.size]) for i in infos]
     consumed = sum(len(b) for _, b in batches)
     if consumed != len(data):
         raise CorruptRecordError(consumed, f"{len(data) - consumed} trailing bytes do not form a whole batch",

@@ -1,0 +1,395 @@
+"""The ``stratalog`` command line as a user runs it: real processes on real directories.
+
+Every command here runs as ``python -m stratalog.cli ...`` in its own process, so
+argument parsing, exit codes, standard output and the one-line ``error: CODE:
+message`` reports are checked exactly as a shell sees them. Refused commands must
+leave every file of the data directory byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
+TIMEOUT = 120
+T0 = 1_700_000_000_000  # explicit timestamps: old ones are fine, message.timestamp.before.max.ms is unbounded
+
+
+def cli(*args: str | Path, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stratalog.cli", *map(str, args)], input=input,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def ok(*args: str | Path, input: str | None = None) -> str:
+    result = cli(*args, input=input)
+    assert result.returncode == 0, f"stratalog {' '.join(map(str, args))} failed:\n{result.stderr}"
+    return result.stdout
+
+
+def refused(*args: str | Path, input: str | None = None) -> str:
+    """Run a command that must fail; return its one error line (``error: CODE: message``)."""
+    result = cli(*args, input=input)
+    assert result.returncode == 1, f"expected exit 1, got {result.returncode}\n{result.stdout}\n{result.stderr}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), f"not one error line:\n{result.stderr}"
+    return lines[0]
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def lines_of(*records: dict) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every path under root, with the SHA-256 of each file's bytes."""
+    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir")
+            for p in sorted(root.rglob("*"))}
+
+
+def consume(data: Path, topic: str, *extra: str) -> list[dict]:
+    return json_lines(ok("consume", "--data-dir", data, "--topic", topic, *extra))
+
+
+def describe(data: Path, topic: str) -> dict:
+    [described] = json_lines(ok("topics", "describe", "--data-dir", data, "--topic", topic, "--json"))
+    return described
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def topic(data: Path) -> str:
+    ok("topics", "create", "--data-dir", data, "--topic", "orders", "--partitions", "1")
+    return "orders"
+
+
+# -- topics ----------------------------------------------------------------------------------
+
+def test_a_created_topic_is_listed_and_described_with_its_partitions_and_overrides(data):
+    assert ok("topics", "create", "--data-dir", data, "--topic", "orders", "--partitions", "3",
+              "--config", "retention.ms=60000", "--config", "segment.bytes=1048576") == "Created topic orders.\n"
+    ok("topics", "create", "--data-dir", data, "--topic", "audit")
+    assert ok("topics", "list", "--data-dir", data).splitlines() == ["audit", "orders"]
+    described = describe(data, "orders")
+    assert described["partitionCount"] == 3
+    assert described["configs"] == {"retention.ms": "60000", "segment.bytes": "1048576"}
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
+    assert all(p["logEndOffset"] == 0 and p["logStartOffset"] == 0 for p in described["partitions"])
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["audit-0", "orders-0", "orders-1", "orders-2"]
+    text = ok("topics", "describe", "--data-dir", data, "--topic", "orders")
+    assert text.splitlines()[0] == "Topic: orders\tPartitionCount: 3\tConfigs: retention.ms=60000,segment.bytes=1048576"
+
+
+def test_altering_a_topic_merges_new_overrides_and_drops_deleted_ones(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "orders", "--config", "retention.ms=60000")
+    assert ok("topics", "alter", "--data-dir", data, "--topic", "orders", "--config", "cleanup.policy=compact",
+              "--config", "segment.ms=1000") == "Altered topic orders.\n"
+    assert describe(data, "orders")["configs"] == {"retention.ms": "60000", "cleanup.policy": "compact",
+                                                   "segment.ms": "1000"}
+    ok("topics", "alter", "--data-dir", data, "--topic", "orders", "--delete-config", "retention.ms")
+    assert describe(data, "orders")["configs"] == {"cleanup.policy": "compact", "segment.ms": "1000"}
+
+
+def test_partitions_can_grow_and_new_ones_take_the_topic_overrides_but_never_shrink(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "orders", "--partitions", "2", "--config", "retention.ms=5000")
+    ok("topics", "alter", "--data-dir", data, "--topic", "orders", "--partitions", "4")
+    described = describe(data, "orders")
+    assert described["partitionCount"] == 4
+    assert described["configs"] == {"retention.ms": "5000"}
+    assert (data / "orders-3").is_dir()
+    ok("produce", "--data-dir", data, "--topic", "orders", "--partition", "3", input=lines_of({"value": "x", "timestamp": T0}))
+    assert [r["value"] for r in consume(data, "orders", "--partition", "3")] == ["x"]
+    before = tree(data)
+    error = refused("topics", "alter", "--data-dir", data, "--topic", "orders", "--partitions", "3")
+    assert error.startswith("error: INVALID_PARTITIONS: ") and "can only grow" in error
+    assert tree(data) == before
+
+
+def test_a_deleted_topic_disappears_with_its_directories(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "orders", "--partitions", "2")
+    ok("topics", "create", "--data-dir", data, "--topic", "audit")
+    ok("produce", "--data-dir", data, "--topic", "orders", "--partition", "0", input=lines_of({"value": "x", "timestamp": T0}))
+    assert ok("topics", "delete", "--data-dir", data, "--topic", "orders") == "Deleted topic orders.\n"
+    assert ok("topics", "list", "--data-dir", data).splitlines() == ["audit"]
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["audit-0"]
+    error = refused("consume", "--data-dir", data, "--topic", "orders")
+    assert error.startswith("error: UNKNOWN_TOPIC_OR_PARTITION: ")
+
+
+# -- produce and consume ---------------------------------------------------------------------
+
+PRODUCED = [
+    {"key": "alice", "value": "hello", "timestamp": T0},
+    {"key": None, "value": "no key", "timestamp": T0 + 5},
+    {"key": "alice", "value": None, "timestamp": T0 - 5},  # a tombstone, timestamps need not grow
+    {"key_b64": base64.b64encode(b"\xff\xfe\x00").decode(), "value_b64": base64.b64encode(b"\x80binary").decode(),
+     "timestamp": T0 + 10},
+    {"key": "bob", "value": "with headers", "timestamp": T0 + 20,
+     "headers": {"trace": "abc", "empty": "", "none": None, "raw": {"b64": base64.b64encode(b"\xc3\x28").decode()}}},
+    {"key": "carol", "value": "repeated header keys", "timestamp": T0 + 30,
+     "headers": [["h", "1"], ["h", "2"], ["h", None]]},
+    {"key": "", "value": "", "timestamp": T0 + 40},  # empty is not null
+    {"value": "ünïcødé ☃", "timestamp": T0 + 50},
+]
+
+CONSUMED = [
+    {"offset": 0, "timestamp": T0, "key": "alice", "value": "hello", "headers": {}},
+    {"offset": 1, "timestamp": T0 + 5, "key": None, "value": "no key", "headers": {}},
+    {"offset": 2, "timestamp": T0 - 5, "key": "alice", "value": None, "headers": {}},
+    {"offset": 3, "timestamp": T0 + 10, "key_b64": base64.b64encode(b"\xff\xfe\x00").decode(),
+     "value_b64": base64.b64encode(b"\x80binary").decode(), "headers": {}},
+    {"offset": 4, "timestamp": T0 + 20, "key": "bob", "value": "with headers",
+     "headers": {"trace": "abc", "empty": "", "none": None, "raw": {"b64": base64.b64encode(b"\xc3\x28").decode()}}},
+    {"offset": 5, "timestamp": T0 + 30, "key": "carol", "value": "repeated header keys",
+     "headers": [["h", "1"], ["h", "2"], ["h", None]]},
+    {"offset": 6, "timestamp": T0 + 40, "key": "", "value": "", "headers": {}},
+    {"offset": 7, "timestamp": T0 + 50, "key": None, "value": "ünïcødé ☃", "headers": {}},
+]
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_consume_gives_back_exactly_the_produced_json_records_with_offsets_and_timestamps(data, topic, codec):
+    out = json_lines(ok("produce", "--data-dir", data, "--topic", topic, "--partition", "0", "--compression", codec,
+                        "--batch-records", "3", input=lines_of(*PRODUCED)))
+    assert [(r["baseOffset"], r["lastOffset"], r["records"]) for r in out] == [(0, 2, 3), (3, 5, 3), (6, 7, 2)]
+    got = consume(data, topic)
+    expected = [{"topic": topic, "partition": 0, "timestampType": "CreateTime", **r} for r in CONSUMED]
+    assert got == expected
+
+
+def test_a_record_without_a_timestamp_gets_the_time_of_the_produce(data, topic):
+    before = time.time_ns() // 1_000_000
+    ok("produce", "--data-dir", data, "--topic", topic, "--partition", "0", input=lines_of({"value": "now"}))
+    after = time.time_ns() // 1_000_000
+    [record] = consume(data, topic)
+    assert before <= record["timestamp"] <= after
+    assert record["timestampType"] == "CreateTime"
+
+
+def test_a_log_append_time_topic_reports_the_broker_time_and_its_type(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "stamped", "--config", "message.timestamp.type=LogAppendTime")
+    out = json_lines(ok("produce", "--data-dir", data, "--topic", "stamped", "--partition", "0",
+                        input=lines_of({"value": "a", "timestamp": T0}, {"value": "b", "timestamp": T0 + 1})))
+    [appended] = out
+    assert appended["logAppendTime"] > T0
+    got = consume(data, "stamped")
+    assert [(r["timestamp"], r["timestampType"]) for r in got] == [(appended["logAppendTime"], "LogAppendTime")] * 2
+
+
+def test_consume_starts_at_from_offset_even_inside_a_batch_and_stops_after_max_records(data, topic):
+    ok("produce", "--data-dir", data, "--topic", topic, "--partition", "0", "--batch-records", "4",
+       input=lines_of(*({"value": f"v{i}", "timestamp": T0 + i} for i in range(10))))
+    assert [r["offset"] for r in consume(data, topic, "--from-offset", "2", "--max-records", "3")] == [2, 3, 4]
+    assert [r["value"] for r in consume(data, topic, "--from-offset", "7")] == ["v7", "v8", "v9"]
+    assert consume(data, topic, "--from-offset", "10") == []
+    assert [r["offset"] for r in consume(data, topic, "--max-records", "1")] == [0]
+
+
+def test_consume_starts_at_the_log_start_offset_after_records_are_deleted(data, topic):
+    ok("produce", "--data-dir", data, "--topic", topic, "--partition", "0",
+       input=lines_of(*({"value": f"v{i}", "timestamp": T0} for i in range(5))))
+    ok("delete-records", "--data-dir", data, "--topic", topic, "--partition", "0", "--before-offset", "3")
+    assert [r["offset"] for r in consume(data, topic)] == [3, 4]
+    error = refused("consume", "--data-dir", data, "--topic", topic, "--from-offset", "1")
+    assert error.startswith("error: OFFSET_OUT_OF_RANGE: ")
+
+
+def test_bytes_that_are_not_utf8_come_out_as_base64_fields(data, topic):
+    raw_key, raw_value = bytes(range(250, 256)), b"ok\xe9"  # latin-1, not UTF-8
+    ok("produce", "--data-dir", data, "--topic", topic, "--partition", "0", input=lines_of({
+        "key_b64": base64.b64encode(raw_key).decode(), "value_b64": base64.b64encode(raw_value).decode(),
+        "timestamp": T0, "headers": {"bin": {"b64": base64.b64encode(b"\xff").decode()}}}))
+    [record] = consume(data, topic)
+    assert "key" not in record and "value" not in record
+    assert base64.b64decode(record["key_b64"]) == raw_key
+    assert base64.b64decode(record["value_b64"]) == raw_value
+    assert record["headers"] == {"bin": {"b64": base64.b64encode(b"\xff").decode()}}
+
+
+def test_keyed_records_go_to_the_partition_kafkas_murmur2_partitioner_picks(data):
+    partitions = 5
+    ok("topics", "create", "--data-dir", data, "--topic", "keyed", "--partitions", str(partitions))
+    keys = [f"customer-{i}" for i in range(60)] + ["", "ünïcødé", "a", "ab", "abc", "abcd", "abcde"]
+    ok("produce", "--data-dir", data, "--topic", "keyed",
+       input=lines_of(*({"key": k, "value": str(n), "timestamp": T0} for n, k in enumerate(keys))))
+    placed = {}
+    for partition in range(partitions):
+        for record in consume(data, "keyed", "--partition", str(partition)):
+            placed[record["key"]] = partition
+    assert set(placed) == set(keys)
+    for key in keys:
+        expected = (kafka_python_murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+        assert placed[key] == expected, f"key {key!r}"
+    assert len(set(placed.values())) == partitions  # the keys really spread
+
+
+def test_records_of_one_key_keep_their_order_within_their_partition(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "keyed", "--partitions", "3")
+    ok("produce", "--data-dir", data, "--topic", "keyed",
+       input=lines_of(*({"key": f"k{i % 4}", "value": str(i), "timestamp": T0 + i} for i in range(40))))
+    seen: dict[str, list[int]] = {}
+    for partition in range(3):
+        for record in consume(data, "keyed", "--partition", str(partition)):
+            seen.setdefault(record["key"], []).append(int(record["value"]))
+    assert seen == {f"k{k}": list(range(k, 40, 4)) for k in range(4)}
+
+
+# -- refused input: exit 1, one clear error line, nothing changed on disk ----------------------
+
+def _produce_refused(data: Path, topic: str, text: str, *extra: str) -> str:
+    ok("produce", "--data-dir", data, "--topic", topic, "--partition", "0",
+       input=lines_of({"value": "already here", "timestamp": T0}))
+    before = tree(data)
+    error = refused("produce", "--data-dir", data, "--topic", topic, "--partition", "0", *extra, input=text)
+    assert tree(data) == before
+    assert [r["value"] for r in consume(data, topic)] == ["already here"]
+    return error
+
+
+def test_invalid_json_on_line_3_names_the_line_and_appends_nothing_from_lines_1_and_2(data, topic):
+    text = lines_of({"value": "one", "timestamp": T0}, {"value": "two", "timestamp": T0}) + '{"value": "three",\n'
+    error = _produce_refused(data, topic, text)
+    assert error.startswith("error: INVALID_RECORD: ")
+    assert "line 3" in error and "not valid JSON" in error
+
+
+def test_an_unknown_field_is_refused_by_name(data, topic):
+    error = _produce_refused(data, topic, lines_of({"value": "x", "timestamp": T0}, {"value": "x", "colour": "red"}))
+    assert error.startswith("error: INVALID_RECORD: ")
+    assert "line 2" in error and "colour" in error
+
+
+def test_bad_base64_is_refused(data, topic):
+    error = _produce_refused(data, topic, lines_of({"value_b64": "not base64!", "timestamp": T0}))
+    assert error.startswith("error: INVALID_RECORD: ")
+    assert "value_b64" in error and "base64" in error
+
+
+def test_a_timestamp_too_far_in_the_future_on_line_3_appends_nothing_from_lines_1_and_2(data, topic):
+    future = time.time_ns() // 1_000_000 + 2 * 3_600_000  # message.timestamp.after.max.ms is one hour
+    text = lines_of({"value": "one", "timestamp": T0}, {"value": "two", "timestamp": T0},
+                    {"value": "three", "timestamp": future})
+    error = _produce_refused(data, topic, text, "--batch-records", "1")
+    assert error.startswith("error: INVALID_TIMESTAMP: ")
+
+
+def test_a_partition_that_does_not_exist_is_refused(data, topic):
+    before = tree(data)
+    error = refused("produce", "--data-dir", data, "--topic", topic, "--partition", "7",
+                    input=lines_of({"value": "x", "timestamp": T0}))
+    assert error.startswith("error: INVALID_PARTITIONS: ") and "7" in error
+    assert tree(data) == before
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", "with space", "x" * 250])
+def test_an_illegal_topic_name_is_refused_and_creates_nothing(tmp_path, data, name):
+    ok("topics", "create", "--data-dir", data, "--topic", "fine")
+    before = tree(tmp_path)
+    error = refused("topics", "create", "--data-dir", data, "--topic", name)
+    assert error.startswith("error: INVALID_TOPIC_EXCEPTION: ")
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", [
+    ["produce", "--partition", "0"],
+    ["consume"],
+    ["topics", "describe"],
+    ["topics", "alter", "--config", "retention.ms=1"],
+    ["topics", "delete"],
+])
+def test_an_unknown_topic_is_refused(data, topic, command):
+    before = tree(data)
+    error = refused(*command, "--data-dir", data, "--topic", "missing", input=lines_of({"value": "x"}))
+    assert error.startswith("error: UNKNOWN_TOPIC_OR_PARTITION: ") and "missing" in error
+    assert tree(data) == before
+
+
+@pytest.mark.parametrize("config", ["segment.bytes=abc", "segment.bytes=1", "retention.ms=-5",
+                                    "cleanup.policy=sometimes", "no.such.setting=1", "novalue"])
+def test_an_invalid_config_value_is_refused_on_create_and_alter(data, topic, config):
+    before = tree(data)
+    error = refused("topics", "create", "--data-dir", data, "--topic", "other", "--config", config)
+    assert error.startswith("error: INVALID_CONFIG: ")
+    error = refused("topics", "alter", "--data-dir", data, "--topic", topic, "--config", config)
+    assert error.startswith("error: INVALID_CONFIG: ")
+    assert tree(data) == before
+
+
+HOLDER = textwrap.dedent("""
+    import sys
+    from stratalog.log_manager import open_log_manager
+    manager = open_log_manager([sys.argv[1]])
+    print("ready", flush=True)
+    sys.stdin.read()  # hold the directory until the test closes our stdin
+    manager.close()
+""")
+
+
+@pytest.mark.parametrize("command", [
+    ["topics", "list"],
+    ["topics", "create", "--topic", "other"],
+    ["produce", "--topic", "orders", "--partition", "0"],
+    ["consume", "--topic", "orders"],
+    ["checkpoint"],
+])
+def test_a_directory_held_by_another_process_is_refused_untouched(data, topic, command):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(data)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        before = tree(data)
+        error = refused(*command, "--data-dir", data, input=lines_of({"value": "x", "timestamp": T0}))
+        assert error.startswith(f"error: KAFKA_STORAGE_ERROR: data directory {data.resolve()} is in use")
+        assert str(holder.pid) in error  # it says who holds the lock
+        assert tree(data) == before
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=TIMEOUT)
+    assert holder.returncode == 0
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+def _checkpoint_entries(path: Path) -> tuple[list[str], set[str]]:
+    text = path.read_bytes().decode("utf-8")
+    assert text.endswith("\n") and "\r" not in text
+    lines = text[:-1].split("\n")
+    assert lines[0] == "0", "version line"
+    assert lines[1] == str(len(lines) - 2), "entry-count line"
+    return lines[:2], set(lines[2:])
+
+
+def test_checkpoint_writes_kafkas_offset_checkpoint_files(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "orders", "--partitions", "2")
+    ok("topics", "create", "--data-dir", data, "--topic", "audit.log")
+    ok("produce", "--data-dir", data, "--topic", "orders", "--partition", "0",
+       input=lines_of(*({"value": str(i), "timestamp": T0} for i in range(5))))
+    ok("produce", "--data-dir", data, "--topic", "audit.log", "--partition", "0",
+       input=lines_of({"value": "x", "timestamp": T0}))
+    ok("delete-records", "--data-dir", data, "--topic", "orders", "--partition", "0", "--before-offset", "2")
+    out = json_lines(ok("checkpoint", "--data-dir", data))
+    assert {(r["topic"], r["partition"], r["recoveryPoint"], r["logStartOffset"], r["highWatermark"]) for r in out} == {
+        ("orders", 0, 5, 2, 5), ("orders", 1, 0, 0, 0), ("audit.log", 0, 1, 0, 1)}
+    everything = {"orders 0 5", "orders 1 0", "audit.log 0 1"}
+    assert _checkpoint_entries(data / "recovery-point-offset-checkpoint")[1] == everything
+    assert _checkpoint_entries(data / "replication-offset-checkpoint")[1] == everything
+    # Only partitions whose start offset is past their first segment's base offset (§2.12).
+    assert _checkpoint_entries(data / "log-start-offset-checkpoint")[1] == {"orders 0 2"}
+    assert (data / "cleaner-offset-checkpoint").read_bytes() == b"0\n0\n"
+    assert (data / "recovery-point-offset-checkpoint").read_bytes().startswith(b"0\n3\n")
