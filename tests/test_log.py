@@ -224,3 +224,25 @@ def test_the_log_start_offset_never_passes_the_high_watermark(make_log):
         log.maybe_increment_log_start_offset(4)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(1, 100)
+
+
+def test_a_read_whose_segment_files_vanish_mid_read_starts_again_on_the_current_segments(make_log):
+    log = make_log(segment_bytes=300, file_delete_delay_ms=0)
+    for _ in range(6):
+        log.append(batch(2, value_size=40))
+    stale = log.segments[0]
+    # Retention removes the first segment and deletes its files while a reader still holds it.
+    log.maybe_increment_log_start_offset(log.segments[1].base_offset)
+    log.remove_segments([stale])
+    log.delete_expired_files()
+    original = log.segments_from
+    calls = []
+
+    def stale_first(offset):
+        calls.append(offset)
+        return iter([stale, *original(offset)]) if len(calls) == 1 else original(offset)
+
+    log.segments_from = stale_first
+    fetch = log.read(log.log_start_offset, 1 << 20)
+    assert len(calls) == 2 and fetch.data
+    assert parse_header(fetch.data).base_offset == log.log_start_offset

@@ -161,3 +161,12 @@ def test_only_a_prefix_of_segments_is_deleted(make_log, clock):
     log.roll()
     log.append(batch(1))
     assert delete_old_segments(log) == []
+
+
+def test_delete_records_minus_one_means_the_high_watermark_and_below_that_is_refused(make_log):
+    log = make_log()
+    log.append(batch(4))
+    with pytest.raises(OffsetOutOfRangeError, match="offset -2"):
+        delete_records(log, -2)
+    assert log.log_start_offset == 0
+    assert delete_records(log, -1) == 4

@@ -258,7 +258,21 @@ class Log:
     # -- read -------------------------------------------------------------------------------
     def read(self, start_offset: int, max_bytes: int, *, up_to_log_end: bool = False,
              min_one_message: bool = True) -> FetchInfo:
-        """Batches from the one containing ``start_offset``, up to ``max_bytes`` (batch granular)."""
+        """Batches from the one containing ``start_offset``, up to ``max_bytes`` (batch granular).
+
+        A segment picked up by this read may be swapped out by the cleaner or deleted by
+        retention while it reads; its files can then vanish under it. The read then starts
+        again on the current segments, once; a log closed meanwhile is an unknown partition.
+        """
+        try:
+            return self._read(start_offset, max_bytes, up_to_log_end, min_one_message)
+        except (OSError, ValueError):
+            if self.closed:
+                raise UnknownTopicOrPartitionError(f"{self.topic_partition}: the log was closed during the read") \
+                    from None
+            return self._read(start_offset, max_bytes, up_to_log_end, min_one_message)
+
+    def _read(self, start_offset: int, max_bytes: int, up_to_log_end: bool, min_one_message: bool) -> FetchInfo:
         with self.lock:
             self._check_open()
             leo, hw, start = self.log_end_offset, self.high_watermark, self.log_start_offset

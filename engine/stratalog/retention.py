@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .config import LogConfig
+from .errors import OffsetOutOfRangeError
 from .log import Log
 
 LOG_START_OFFSET_BREACH = "log start offset breach"
@@ -169,6 +170,13 @@ def delete_records(log: Log, before_offset: int) -> int:
     Returns the new log start offset. Refuses an offset past the high watermark
     (``OffsetOutOfRangeError``) and changes nothing then.
     """
+    if before_offset == -1:
+        before_offset = log.high_watermark  # Kafka's DeleteRecords: -1 means "up to the high watermark"
+    elif before_offset < 0:
+        raise OffsetOutOfRangeError(
+            f"{log.topic_partition}: cannot delete records before offset {before_offset}; use an offset ≥ 0, "
+            "or -1 for the high watermark"
+        )
     log.maybe_increment_log_start_offset(before_offset)
     with log.maintenance_lock, log.lock:
         plan = plan_retention(log.segments, _START_ONLY, log_start_offset=log.log_start_offset,

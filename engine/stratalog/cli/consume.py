@@ -12,7 +12,6 @@ import sys
 from typing import Any
 
 from ..json_records import record_to_json
-from ..records import TimestampType
 from .common import add_data_dirs, add_engine_config, opened, print_json
 from .remote import Client, check_local_only, topic_path
 

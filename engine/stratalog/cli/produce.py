@@ -14,7 +14,6 @@ from typing import Any
 
 from ..errors import CorruptRecordError, InvalidPartitionsError, RecordBatchTooLargeError
 from ..json_records import record_from_json_line
-from ..log_manager import LogManager
 from ..partitioner import partition_for_key
 from ..records import Compression, Record, build_batch, iter_batch_infos, validate_batch
 from ..validation import validate_leader_batch

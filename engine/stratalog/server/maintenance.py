@@ -49,9 +49,10 @@ async def retention(request: web.Request) -> web.Response:
     state = state_of(request)
     topic = _topic_filter(request, state)
     done = await state.run_maintenance(state.engine.run_retention, topic)
+    logs = state.manager.logs()
     deletions = []
     for tp, deletion in done:
-        log = state.manager.logs().get(tp)
+        log = logs.get(tp)
         deletions.append({"topic": tp.topic, "partition": tp.partition, "baseOffset": deletion.base_offset,
                           "size": deletion.size, "reason": deletion.reason, "detail": deletion.detail,
                           "logStartOffset": log.log_start_offset if log is not None else None})
@@ -60,8 +61,8 @@ async def retention(request: web.Request) -> web.Response:
 
 async def clean(request: web.Request) -> web.Response:
     state = state_of(request)
+    force = params.query_bool(request, "force", False)  # every parameter is parsed before any lookup
     topic = _topic_filter(request, state)
-    force = params.query_bool(request, "force", False)
 
     def run() -> list[CleanReport]:
         return state.engine.run_cleaner(topic=topic, force=force)
