@@ -1,0 +1,25 @@
+# One image for every stratalog role: the operator controller (`stratalog operator`),
+# the LogDir agents / engine sidecars, and the CLI.
+#   docker build -t ghcr.io/stratalog/stratalog:0.1.0 .
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY engine/ engine/
+COPY operator/ operator/
+RUN pip install --no-cache-dir --upgrade pip \
+ && pip wheel --no-cache-dir --wheel-dir /wheels ".[server,operator]"
+
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels "stratalog[server,operator]" \
+ && rm -rf /wheels \
+ && groupadd --system --gid 10001 stratalog \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
+      --shell /usr/sbin/nologin stratalog
+# Numeric user so that Kubernetes' runAsNonRoot can verify it.
+USER 10001:10001
+WORKDIR /tmp
+ENTRYPOINT ["stratalog"]
+CMD ["--help"]
