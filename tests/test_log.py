@@ -246,3 +246,17 @@ def test_a_read_whose_segment_files_vanish_mid_read_starts_again_on_the_current_
     fetch = log.read(log.log_start_offset, 1 << 20)
     assert len(calls) == 2 and fetch.data
     assert parse_header(fetch.data).base_offset == log.log_start_offset
+
+
+def test_a_rolled_segment_keeps_only_its_log_file_open(make_log):
+    import os
+
+    log = make_log(segment_bytes=200)
+    for _ in range(30):
+        log.append(batch(1, value_size=60))
+    open_files = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                  if os.path.exists(f"/proc/self/fd/{fd}")}
+    inactive = log.segments[:-1]
+    assert len(inactive) > 10
+    assert not any(str(s.offset_index.path) in open_files or str(s.time_index.path) in open_files for s in inactive)
+    assert all(r.offset == i for i, r in enumerate(log.read_records(0)))  # still readable

@@ -190,6 +190,10 @@ class LogSegment:
         self.offset_index.trim()
         self.time_index.trim()
         self.log.trim()
+        # An inactive segment's indexes are read from memory; keeping their descriptors open
+        # would cost three per segment where Kafka (whose indexes are mmapped) keeps one.
+        self.offset_index.close()
+        self.time_index.close()
 
     def resize_indexes_to_max(self) -> None:
         self.offset_index.resize_to_max()
