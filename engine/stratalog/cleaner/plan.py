@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..log import Log
+from ..log_manager import LogManager
 from ..names import TopicPartition
 from ..records import Record
 from .cleaner import Cleaner, CleanerStats
 from .offset_map import OffsetMap
-from .plan_file import CompactionPlanError, PlanHeader, iter_keep_offsets, read_header
+from .plan_file import CompactionPlanError, PlanHeader, check_keep_file, iter_keep_offsets, read_header
 from .selection import cleanable_range
 from .throttler import Throttler
 
@@ -92,6 +93,7 @@ def apply_compaction_plan(log: Log, keep_offsets_file: Path, now_ms: int, *,
     tp = log.topic_partition
     if (header.topic, header.partition) != (tp.topic, tp.partition):
         raise CompactionPlanError(f"{keep_offsets_file} is a plan for {header.topic}-{header.partition}, not {tp}")
+    check_keep_file(keep_offsets_file, header)
     stats = CleanerStats()
     with log.maintenance_lock:
         if header.high_watermark > log.log_end_offset:
@@ -109,3 +111,19 @@ def apply_compaction_plan(log: Log, keep_offsets_file: Path, now_ms: int, *,
             cleaner.rewrite(log, segments, now_ms, first_uncleanable, stats)
         stats.elapsed_seconds = time.monotonic() - stats.started
         return PlanReport(tp, header, end, stats, before, len(log.segments), bytes_before, log.size)
+
+
+def apply_to_partition(manager: LogManager, topic: str, partition: int, keep_offsets_file: Path) -> PlanReport:
+    """Apply a plan to one partition of an open engine, then move its cleaner checkpoint past the pass.
+
+    The checkpoint moves so that the regular cleaner counts what the plan
+    cleaned as clean, never backwards.
+    """
+    log = manager.get_log(topic, partition)
+    throttler = Throttler(manager.config.log_cleaner_io_max_bytes_per_second)
+    report = apply_compaction_plan(log, keep_offsets_file, manager.clock(), throttler=throttler)
+    tp = TopicPartition(topic, partition)
+    checkpoint = manager.cleaner_offset(tp)
+    if checkpoint is None or checkpoint < report.end_offset:
+        manager.write_cleaner_offset(tp, report.end_offset)
+    return report

@@ -111,31 +111,42 @@ def iter_keep_offsets(keep_file: Path) -> Iterator[int]:
                 yield offset
 
 
-class KeepFileWriter:
-    """Writes one partition's plan: offsets in increasing order, then ``commit`` publishes it.
+def check_keep_file(keep_file: Path, header: PlanHeader) -> None:
+    """One streaming pass before anything is rewritten: strictly increasing and all below the high watermark.
 
-    The offsets go to ``<name>.tmp`` and are renamed into place by ``commit``,
-    which writes the sidecar last; ``abort`` removes what was written.
+    The merge itself would notice a step back only where it reaches it, after
+    earlier groups were already swapped in; a plan is all good or not applied.
+    """
+    last = -1
+    for last in iter_keep_offsets(keep_file):
+        pass
+    if last >= header.high_watermark:
+        raise CompactionPlanError(f"{keep_file}: offset {last} is not below the plan's high watermark "
+                                  f"{header.high_watermark}")
+
+
+class KeepFileWriter:
+    """Writes offsets, in increasing order, to a file that ``publish_keep_file`` later makes a plan.
+
+    Writing and publishing are apart so that a Spark task can write its
+    partitions' files and the driver publish them only once the job succeeded.
     """
 
-    def __init__(self, directory: Path, topic: str, partition: int) -> None:
-        self.path = directory / keep_file_name(topic, partition)
-        self.topic, self.partition = topic, partition
-        self._tmp = self.path.with_name(self.path.name + ".tmp")
-        self._file = open(self._tmp, "wb")
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "wb")
         self._pending = array("q")
         self.count = 0
-        self._last = -1
+        self.last = -1
 
     def write(self, offsets: Iterable[int]) -> None:
-        pending = self._pending
         for offset in offsets:
-            if offset <= self._last:
-                raise CompactionPlanError(f"{self.path}: offset {offset} after {self._last}; write them sorted")
-            self._last = offset
-            pending.append(offset)
-            if len(pending) >= _CHUNK_ENTRIES:
-                self._flush()
+            if offset <= self.last:
+                raise CompactionPlanError(f"{self.path}: offset {offset} after {self.last}; write them sorted")
+            self.last = offset
+            self._pending.append(offset)
+            if len(self._pending) >= _CHUNK_ENTRIES:
+                self._flush()  # replaces self._pending
 
     def _flush(self) -> None:
         if sys.byteorder == "little":
@@ -144,20 +155,49 @@ class KeepFileWriter:
         self.count += len(self._pending)
         self._pending = array("q")
 
-    def commit(self, high_watermark: int, log_start_offset: int) -> PlanHeader:
-        if self._last >= high_watermark:
-            raise CompactionPlanError(f"{self.path}: offset {self._last} is not below the plan's high watermark "
-                                      f"{high_watermark}")
+    def close(self) -> int:
+        """Flush and fsync; returns how many offsets the file holds."""
         self._flush()
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
-        os.replace(self._tmp, self.path)
-        header = PlanHeader(self.topic, self.partition, high_watermark, self.count, log_start_offset)
-        atomic_write(sidecar_path(self.path), json.dumps(header.to_json()).encode("utf-8"))
-        fsync_dir(self.path.parent)
-        return header
+        return self.count
 
     def abort(self) -> None:
         self._file.close()
-        self._tmp.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
+
+
+def publish_keep_file(written: Path, directory: Path, header: PlanHeader) -> Path:
+    """Make ``written`` the plan of ``header``'s partition in ``directory``; returns the ``.keep`` path.
+
+    The old sidecar goes first and the new one comes last, so at no moment does
+    a sidecar describe offsets it was not written for.
+    """
+    size = written.stat().st_size
+    if size != header.count * _ENTRY:
+        raise CompactionPlanError(f"{written} holds {size} bytes, not the {header.count} offsets announced")
+    keep = directory / keep_file_name(header.topic, header.partition)
+    sidecar = sidecar_path(keep)
+    sidecar.unlink(missing_ok=True)
+    fsync_dir(directory)
+    os.replace(written, keep)
+    atomic_write(sidecar, json.dumps(header.to_json()).encode("utf-8"))
+    return keep
+
+
+def write_keep_file(directory: Path, topic: str, partition: int, offsets: Iterable[int], *, high_watermark: int,
+                    log_start_offset: int) -> Path:
+    """A whole plan for one partition in one call (tests, small plans computed anywhere)."""
+    tmp = directory / (keep_file_name(topic, partition) + ".tmp")
+    writer = KeepFileWriter(tmp)
+    try:
+        writer.write(offsets)
+        count = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    if writer.last >= high_watermark:
+        tmp.unlink()
+        raise CompactionPlanError(f"offset {writer.last} is not below the plan's high watermark {high_watermark}")
+    return publish_keep_file(tmp, directory, PlanHeader(topic, partition, high_watermark, count, log_start_offset))

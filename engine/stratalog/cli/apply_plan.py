@@ -13,9 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..cleaner.plan import apply_compaction_plan
-from ..cleaner.throttler import Throttler
-from ..names import TopicPartition
+from ..cleaner.plan import apply_to_partition
 from .common import add_data_dirs, add_engine_config, opened, print_json
 
 
@@ -34,12 +32,6 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with opened(args) as manager:
-        log = manager.get_log(args.topic, args.partition)
-        throttler = Throttler(manager.config.log_cleaner_io_max_bytes_per_second)
-        report = apply_compaction_plan(log, args.plan, manager.clock(), throttler=throttler)
-        tp = TopicPartition(args.topic, args.partition)
-        checkpoint = manager.cleaner_offset(tp)
-        if checkpoint is None or checkpoint < report.end_offset:
-            manager.write_cleaner_offset(tp, report.end_offset)
+        report = apply_to_partition(manager, args.topic, args.partition, args.plan)
         print_json(report.to_json())
     return 0

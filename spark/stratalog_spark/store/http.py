@@ -1,0 +1,183 @@
+"""``LogStore`` over a ``stratalog serve`` endpoint (option ``url``).
+
+For data the Spark machines cannot read as files (another host, a pod's
+volume): every read is a fetch of raw v2 batches
+(``Accept: application/vnd.kafka.record-batch``), every append a produce of
+one raw batch, offsets come from ``/offsets`` and the partition summaries.
+The server knows no segment layout over HTTP, so planning cuts a partition
+by offsets, sized from its average bytes per offset. Only the standard
+library is used: executors need nothing beyond the engine and PySpark.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from stratalog.errors import CorruptRecordError, OffsetOutOfRangeError, StratalogError, UnknownTopicOrPartitionError
+from stratalog.records import iter_batch_infos, parse_legacy_entry, validate_batch
+
+from . import Appender, Chunk, DataLossHandler, PartitionOffsets
+
+RECORD_BATCH = "application/vnd.kafka.record-batch"
+FETCH_BYTES = 8 << 20
+CHUNK_BYTES = 8 << 20  # planning granularity; planning groups chunks into tasks
+TIMEOUT_S = 120.0
+ATTEMPTS = 3
+
+
+class HttpError(StratalogError):
+    """An error answer of the server, with its Kafka error code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"HTTP {status} {code}: {message}")
+        self.status = status
+        self.code = code
+
+
+class HttpStore:
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self._fetch_bytes: int | None = None
+
+    @property
+    def fetch_bytes(self) -> int:
+        """8 MiB per fetch, or the server's ``maxFetchBytes`` if it allows less."""
+        if self._fetch_bytes is None:
+            limits = self._json("/v1/status").get("limits", {})
+            self._fetch_bytes = min(FETCH_BYTES, int(limits.get("maxFetchBytes", FETCH_BYTES)))
+        return self._fetch_bytes
+
+    # -- transport -----------------------------------------------------------------------------
+    def _request(self, method: str, path: str, query: dict[str, Any] | None = None, *, body: bytes | None = None,
+                 headers: dict[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
+        url = self.url + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                    return response.read(), dict(response.headers.items())
+            except urllib.error.HTTPError as error:
+                raise _error(error) from None
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if attempt == ATTEMPTS or method != "GET":  # a produce is not retried: it may have landed
+                    raise
+                time.sleep(0.2 * attempt)
+        raise AssertionError("unreachable")
+
+    def _json(self, path: str, query: dict[str, Any] | None = None) -> Any:
+        data, _ = self._request("GET", path, query, headers={"Accept": "application/json"})
+        return json.loads(data)
+
+    @staticmethod
+    def _topic_path(topic: str, *rest: object) -> str:
+        return "/v1/topics/" + "/".join(urllib.parse.quote(str(p), safe="") for p in (topic, *rest))
+
+    # -- metadata ------------------------------------------------------------------------------
+    def topics(self) -> list[str]:
+        return sorted(t["name"] for t in self._json("/v1/topics")["topics"])
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(p["partition"] for p in self._describe(topic)["partitions"])
+
+    def _describe(self, topic: str) -> Any:
+        try:
+            return self._json(self._topic_path(topic))
+        except HttpError as error:
+            if error.code == "UNKNOWN_TOPIC_OR_PARTITION":
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist on {self.url}") from None
+            raise
+
+    def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        summary = self._summary(topic, partition)
+        return PartitionOffsets(summary["logStartOffset"], summary["highWatermark"])
+
+    def _summary(self, topic: str, partition: int) -> Any:
+        try:
+            return self._json(self._topic_path(topic, "partitions", partition))
+        except HttpError as error:
+            if error.code == "UNKNOWN_TOPIC_OR_PARTITION":
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist on {self.url}") from None
+            raise
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None:
+        found = self._json(self._topic_path(topic, "partitions", partition, "offsets"), {"timestamp": timestamp})
+        return None if found["offset"] < 0 else int(found["offset"])
+
+    def chunks(self, topic: str, partition: int, start: int, end: int) -> list[Chunk]:
+        summary = self._summary(topic, partition)
+        held = max(summary["logEndOffset"] - summary["logStartOffset"], 1)
+        per_offset = max(summary["size"] / held, 1.0)
+        step = max(int(CHUNK_BYTES / per_offset), 1)
+        return [Chunk(low, min(low + step, end), int(per_offset * (min(low + step, end) - low)))
+                for low in range(start, end, step)]
+
+    # -- data ------------------------------------------------------------------------------------
+    def read_batches(self, topic: str, partition: int, start: int, end: int,
+                     on_data_loss: DataLossHandler) -> Iterator[bytes]:
+        path = self._topic_path(topic, "partitions", partition, "records")
+        position = start
+        while position < end:
+            try:
+                data, headers = self._request("GET", path, {"offset": position, "maxBytes": self.fetch_bytes},
+                                              headers={"Accept": RECORD_BATCH})
+            except HttpError as error:
+                if error.code != "OFFSET_OUT_OF_RANGE":
+                    raise
+                available = self.offsets(topic, partition).log_start
+                if position >= available:
+                    raise OffsetOutOfRangeError(str(error)) from None
+                on_data_loss(topic, partition, position, available)
+                position = available
+                continue
+            if not data:
+                return  # nothing more below the high watermark
+            before = position
+            for info in iter_batch_infos(data, source=self.url):
+                if info.last_offset < position:
+                    continue
+                if info.magic >= 2 and info.base_offset >= end:
+                    return
+                batch = data[info.position : info.position + info.size]
+                if info.magic >= 2:
+                    validate_batch(batch, 0, source=f"{self.url} {topic}-{partition}")
+                else:
+                    parse_legacy_entry(batch, 0, verify_crc=True, source=f"{self.url} {topic}-{partition}")
+                yield batch
+                position = info.last_offset + 1
+                if position >= end:
+                    return
+            position = max(position, int(headers.get("X-Next-Offset", position)))
+            if position == before:
+                return  # the server had nothing past what we asked for
+
+    @contextmanager
+    def appender(self) -> Iterator[Appender]:
+        def append(topic: str, partition: int, batch: bytes) -> tuple[int, int]:
+            data, _ = self._request("POST", self._topic_path(topic, "partitions", partition, "records"),
+                                    body=batch, headers={"Content-Type": RECORD_BATCH,
+                                                         "Accept": "application/json"})
+            result = json.loads(data)
+            return int(result["baseOffset"]), int(result["lastOffset"])
+
+        yield append
+
+
+def _error(error: urllib.error.HTTPError) -> StratalogError:
+    body = error.read()
+    try:
+        parsed = json.loads(body)
+        code, message = str(parsed.get("error_code")), str(parsed.get("message"))
+    except (ValueError, AttributeError):
+        code, message = "UNKNOWN_SERVER_ERROR", body[:200].decode("utf-8", "replace")
+    if code == "CORRUPT_MESSAGE":
+        return CorruptRecordError(0, message)
+    return HttpError(error.code, code, message)
