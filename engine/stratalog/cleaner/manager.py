@@ -50,6 +50,22 @@ class CleanReport:
     def bytes_reclaimed(self) -> int:
         return self.bytes_before - self.bytes_after
 
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form that ``stratalog compact`` prints and the HTTP API returns."""
+        stats = self.stats
+        return {
+            "topic": self.topic_partition.topic, "partition": self.topic_partition.partition,
+            "firstDirtyOffset": self.first_dirty_offset, "cleanedUpTo": self.end_offset,
+            "bytesRead": stats.bytes_read, "bytesWritten": stats.bytes_written,
+            "recordsKept": stats.records_retained, "recordsRemoved": stats.records_removed,
+            "dirtyRatioBefore": round(self.dirty_ratio_before, 4),
+            "dirtyRatioAfter": round(self.dirty_ratio_after, 4),
+            "sizeBefore": self.bytes_before, "sizeAfter": self.bytes_after,
+            "segmentsBefore": self.segments_before, "segmentsAfter": self.segments_after,
+            "seconds": round(stats.elapsed_seconds, 3), "MBps": round(stats.mb_per_second, 2),
+            "retentionDeletions": [d.base_offset for d in self.retention_deletions],
+        }
+
 
 @dataclass
 class PartitionCleanerStatus:

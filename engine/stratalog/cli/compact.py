@@ -43,6 +43,20 @@ def run(args: argparse.Namespace) -> int:
             cleaner = LogCleaner(manager, progress=advance)
             reports = cleaner.run_pass(force=args.force, topic=args.topic)
         for report in reports:
+            print_json(report.to_dict())
+        print_json({"logsCleaned": done["logsCleaned"]})
+        return 0
+    with opened(args) as manager:
+        if args.topic:
+            manager.describe_topic(args.topic)
+        with tqdm(total=None, unit="B", unit_scale=True, desc="compacting", file=sys.stderr,
+                  disable=not sys.stderr.isatty()) as bar:
+            def advance(done: int) -> None:
+                bar.update(done)
+
+            cleaner = LogCleaner(manager, progress=advance)
+            reports = cleaner.run_pass(force=args.force, topic=args.topic)
+        for report in reports:
             stats = report.stats
             print_json({
                 "topic": report.topic_partition.topic, "partition": report.topic_partition.partition,

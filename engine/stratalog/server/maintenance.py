@@ -21,21 +21,9 @@ from .state import ServerState, state_of
 
 
 
-def clean_report_to_dict(report: CleanReport) -> dict[str, Any]:
+def clean_report_to_dict(report: CleanReport) -> dict[str, object]:
     """The same fields ``stratalog compact`` prints for a local pass."""
-    stats = report.stats
-    return {
-        "topic": report.topic_partition.topic, "partition": report.topic_partition.partition,
-        "firstDirtyOffset": report.first_dirty_offset, "cleanedUpTo": report.end_offset,
-        "bytesRead": stats.bytes_read, "bytesWritten": stats.bytes_written,
-        "recordsKept": stats.records_retained, "recordsRemoved": stats.records_removed,
-        "dirtyRatioBefore": round(report.dirty_ratio_before, 4),
-        "dirtyRatioAfter": round(report.dirty_ratio_after, 4),
-        "sizeBefore": report.bytes_before, "sizeAfter": report.bytes_after,
-        "segmentsBefore": report.segments_before, "segmentsAfter": report.segments_after,
-        "seconds": round(stats.elapsed_seconds, 3), "MBps": round(stats.mb_per_second, 2),
-        "retentionDeletions": [d.base_offset for d in report.retention_deletions],
-    }
+    return report.to_dict()
 
 
 def _topic_filter(request: web.Request, state: ServerState) -> str | None:
