@@ -393,3 +393,47 @@ def test_checkpoint_writes_kafkas_offset_checkpoint_files(data):
     assert _checkpoint_entries(data / "log-start-offset-checkpoint")[1] == {"orders 0 2"}
     assert (data / "cleaner-offset-checkpoint").read_bytes() == b"0\n0\n"
     assert (data / "recovery-point-offset-checkpoint").read_bytes().startswith(b"0\n3\n")
+
+
+# -- maintenance commands on a local directory ---------------------------------------------
+
+def test_compact_on_a_directory_keeps_the_latest_value_per_key_and_reports_the_pass(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "c", "--config", "cleanup.policy=compact",
+       "--config", "segment.bytes=300")
+    ok("produce", "--data-dir", data, "--topic", "c", "--batch-records", "1",
+       input=lines_of(*({"key": f"k{i % 3}", "value": f"value-{i}"} for i in range(30))))
+    out = json_lines(ok("compact", "--data-dir", data, "--topic", "c", "--force"))
+    report, summary = out[0], out[-1]
+    assert summary == {"logsCleaned": 1}
+    assert report["topic"] == "c" and report["recordsRemoved"] > 0 and report["dirtyRatioAfter"] == 0.0
+    kept = {(r["key"], r["value"]) for r in consume(data, "c") if r["offset"] < report["cleanedUpTo"]}
+    # Below the cleaned offset only the latest value of each key remains.
+    latest = {f"k{i % 3}": f"value-{i}" for i in range(report["cleanedUpTo"])}
+    assert kept == set(latest.items())
+
+
+def test_retention_on_a_directory_deletes_expired_segments_and_says_why(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "r", "--config", "segment.bytes=200",
+       "--config", "retention.ms=1000")
+    old = int(time.time() * 1000) - 3_600_000
+    ok("produce", "--data-dir", data, "--topic", "r", "--batch-records", "1",
+       input=lines_of(*({"key": "k", "value": "x" * 50, "timestamp": old} for _ in range(6))))
+    out = json_lines(ok("retention", "--data-dir", data, "--topic", "r"))
+    deleted = [line for line in out if "reason" in line]
+    assert deleted and all(line["reason"] == "retention time breach" for line in deleted)
+    assert out[-1] == {"segmentsDeleted": len(deleted)}
+    assert consume(data, "r") == []
+
+
+def test_delete_records_moves_the_low_watermark_and_refuses_an_offset_past_the_end(data):
+    ok("topics", "create", "--data-dir", data, "--topic", "d")
+    ok("produce", "--data-dir", data, "--topic", "d", input=lines_of(*({"value": str(i)} for i in range(5))))
+    out = json_lines(ok("delete-records", "--data-dir", data, "--topic", "d", "--partition", "0",
+                        "--before-offset", "3"))
+    assert out[0]["lowWatermark"] == 3
+    assert [r["offset"] for r in consume(data, "d")] == [3, 4]
+    before = tree(data)
+    message = refused("delete-records", "--data-dir", data, "--topic", "d", "--partition", "0",
+                      "--before-offset", "9")
+    assert "OFFSET_OUT_OF_RANGE" in message and "high watermark 5" in message
+    assert tree(data) == before

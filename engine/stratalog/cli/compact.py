@@ -44,31 +44,5 @@ def run(args: argparse.Namespace) -> int:
             reports = cleaner.run_pass(force=args.force, topic=args.topic)
         for report in reports:
             print_json(report.to_dict())
-        print_json({"logsCleaned": done["logsCleaned"]})
-        return 0
-    with opened(args) as manager:
-        if args.topic:
-            manager.describe_topic(args.topic)
-        with tqdm(total=None, unit="B", unit_scale=True, desc="compacting", file=sys.stderr,
-                  disable=not sys.stderr.isatty()) as bar:
-            def advance(done: int) -> None:
-                bar.update(done)
-
-            cleaner = LogCleaner(manager, progress=advance)
-            reports = cleaner.run_pass(force=args.force, topic=args.topic)
-        for report in reports:
-            stats = report.stats
-            print_json({
-                "topic": report.topic_partition.topic, "partition": report.topic_partition.partition,
-                "firstDirtyOffset": report.first_dirty_offset, "cleanedUpTo": report.end_offset,
-                "bytesRead": stats.bytes_read, "bytesWritten": stats.bytes_written,
-                "recordsKept": stats.records_retained, "recordsRemoved": stats.records_removed,
-                "dirtyRatioBefore": round(report.dirty_ratio_before, 4),
-                "dirtyRatioAfter": round(report.dirty_ratio_after, 4),
-                "sizeBefore": report.bytes_before, "sizeAfter": report.bytes_after,
-                "segmentsBefore": report.segments_before, "segmentsAfter": report.segments_after,
-                "seconds": round(stats.elapsed_seconds, 3), "MBps": round(stats.mb_per_second, 2),
-                "retentionDeletions": [d.base_offset for d in report.retention_deletions],
-            })
         print_json({"logsCleaned": len(reports)})
     return 0
