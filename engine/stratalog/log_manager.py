@@ -295,6 +295,67 @@ class LogManager:
                 raise InvalidPartitionsError(f"topic {topic!r}: at most {MAX_PARTITIONS} partitions")
             self._create_partitions(topic, range(count, total), current.config, current.overrides)
 
+    def normalize_overrides(self, topic: str, overrides: Mapping[str, object]) -> dict[str, str]:
+        """``overrides`` as this engine stores them (validated; keys equal to the defaults dropped)."""
+        return self._log_config(dict(overrides), where=f"topic {topic!r}").overrides_vs(self.default_log_config)
+
+    def ensure_partitions(self, topic: str, partitions: Iterable[int],
+                          overrides: Mapping[str, object] | None = None) -> list[int]:
+        """Hold these partitions of ``topic`` (any subset of its numbers), creating the missing ones.
+
+        For an engine that stores some of a topic's partitions, as a Kubernetes LogDir does
+        with the partitions assigned to it. A new topic takes ``overrides``; partitions added
+        to an existing topic take the topic's current config. Returns the partitions created.
+        """
+        validate_topic_name(topic)
+        if topic in RESERVED_TOPICS:
+            raise InvalidTopicError(f"topic {topic!r} is reserved for Kafka's KRaft metadata log")
+        wanted = sorted(set(partitions))
+        if any(not 0 <= p < MAX_PARTITIONS for p in wanted):
+            raise InvalidPartitionsError(f"topic {topic!r}: partition numbers must be in [0, {MAX_PARTITIONS})")
+        with self.lock:
+            existing = self.topics()
+            if topic in existing:
+                current = self.describe_topic(topic)
+                missing = [p for p in wanted if p not in current.partitions]
+                self._create_partitions(topic, missing, current.config, current.overrides)
+                return missing
+            collision = next((t for t in existing if t.replace(".", "_") == topic.replace(".", "_")), None)
+            if collision is not None:
+                raise InvalidTopicError(
+                    f"topic {topic!r} collides with existing topic {collision!r}: '.' and '_' are the same "
+                    "in Kafka's metric names"
+                )
+            if not wanted:
+                return []
+            config = self._log_config(dict(overrides or {}), where=f"topic {topic!r}")
+            normalized = config.overrides_vs(self.default_log_config)
+            self._create_partitions(topic, wanted, config, normalized)
+            self._topic_overrides[topic] = normalized
+            return wanted
+
+    def delete_partitions(self, topic: str, partitions: Iterable[int]) -> list[Path]:
+        """Delete some partitions of ``topic`` (the rest stay), as :meth:`delete_topic` does for all."""
+        with self.lock:
+            current = self.describe_topic(topic)
+            doomed = sorted(set(partitions) & set(current.partitions))
+            if set(doomed) == set(current.partitions):
+                return self.delete_topic(topic)
+            renamed = [self._delete_partition(TopicPartition(topic, p)) for p in doomed]
+            self.write_checkpoints()
+            return renamed
+
+    def _delete_partition(self, tp: TopicPartition) -> Path:
+        log = self._logs.pop(tp)
+        self._log_dirs.pop(tp)
+        log.flush()
+        log.close()
+        target = log.dir.parent / delete_dir_name(tp)
+        log.rename_dir(target)
+        self._pending_dir_deletes.append(target)
+        self._cleaner_offsets.pop(tp, None)
+        return target
+
     def _create_partitions(self, topic: str, partitions: Iterable[int], config: LogConfig,
                            overrides: Mapping[str, str]) -> None:
         for partition in partitions:
@@ -330,20 +391,8 @@ class LogManager:
         """Rename each partition directory to ``<name>.<uuid>-delete``; returns the new paths."""
         with self.lock:
             current = self.describe_topic(topic)
-            renamed = []
-            for partition in current.partitions:
-                tp = TopicPartition(topic, partition)
-                log = self._logs.pop(tp)
-                self._log_dirs.pop(tp)
-                log.flush()
-                log.close()
-                target = log.dir.parent / delete_dir_name(tp)
-                log.rename_dir(target)
-                renamed.append(target)
-                self._pending_dir_deletes.append(target)
+            renamed = [self._delete_partition(TopicPartition(topic, p)) for p in current.partitions]
             self._topic_overrides.pop(topic, None)
-            for partition in current.partitions:
-                self._cleaner_offsets.pop(TopicPartition(topic, partition), None)
             self.write_checkpoints()
             return renamed
 
