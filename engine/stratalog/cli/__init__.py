@@ -27,7 +27,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _COMMANDS:
         module.register(sub)
+    _register_kubernetes_roles(sub)
     return parser
+
+
+def _register_kubernetes_roles(sub: object) -> None:
+    """``stratalog operator`` / ``stratalog agent`` come from the operator package when it is present
+    (one entry point for every role of the one image); the engine does not depend on it."""
+    try:
+        from stratalog_operator.cli import register
+    except ImportError:
+        return
+    register(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,159 @@
+"""What a LogDir should own in the cluster, computed from its spec alone (no I/O).
+
+One PVC per volume (created by the controller rather than through volumeClaimTemplates, so
+that sizes can grow and ``deleteClaim`` can be honoured per claim), a ConfigMap with the
+engine's properties, a Service for the agent's HTTP API, and a single-replica StatefulSet
+whose pod runs ``stratalog agent`` on the mounted volumes.
+
+Everything carries an owner reference to the LogDir, so the garbage collector of a real
+cluster removes the children with it; a PVC only when ``deleteClaim`` is true, so that by
+default the data outlives the resource (as Strimzi does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .names import (AGENT_PORT, API_VERSION, CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_ROOT, ENGINE_PROPERTIES,
+                    LABEL_COMPONENT, LABEL_INSTANCE, LABEL_LOGDIR, LABEL_MANAGED_BY, LABEL_NAME, claim_name,
+                    configmap_name, service_name, statefulset_name)
+from .properties import digest, engine_properties, properties_text
+
+__all__ = ["AgentOptions", "Children", "desired_children", "labels", "selector_labels", "owner_reference"]
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """What the controller knows that a LogDir does not say: its own image and the agents' account."""
+
+    image: str = "ghcr.io/stratalog/stratalog:0.1.0"
+    service_account: str = "stratalog-agent"
+    image_pull_policy: str = "IfNotPresent"
+    run_as_user: int = 10001
+
+
+@dataclass(frozen=True)
+class Children:
+    claims: list[Json]
+    configmap: Json
+    service: Json
+    statefulset: Json
+
+
+def selector_labels(logdir: str) -> dict[str, str]:
+    return {LABEL_NAME: "stratalog", LABEL_INSTANCE: logdir, LABEL_COMPONENT: "agent"}
+
+
+def labels(logdir: str) -> dict[str, str]:
+    return {**selector_labels(logdir), LABEL_MANAGED_BY: "stratalog-operator", LABEL_LOGDIR: logdir}
+
+
+def owner_reference(logdir: Mapping[str, Any]) -> Json:
+    meta = logdir["metadata"]
+    return {"apiVersion": API_VERSION, "kind": "LogDir", "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def _claim(logdir: Mapping[str, Any], volume: Mapping[str, Any], delete_claim: bool) -> Json:
+    name = logdir["metadata"]["name"]
+    spec: Json = {
+        "accessModes": list(volume.get("accessModes") or ["ReadWriteOnce"]),
+        "resources": {"requests": {"storage": volume["size"]}},
+    }
+    if volume.get("storageClassName"):
+        spec["storageClassName"] = volume["storageClassName"]
+    meta: Json = {"name": claim_name(name, volume["name"]),
+                  "labels": {**labels(name), f"{LABEL_LOGDIR}-volume": volume["name"]}}
+    # The owner reference is what lets a real cluster's garbage collector delete the claim;
+    # without deleteClaim it is left off so the data survives the LogDir.
+    meta["ownerReferences"] = [owner_reference(logdir)] if delete_claim else []
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+
+
+def _restricted() -> Json:
+    return {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Children:
+    """The objects a LogDir should own, given its spec (raises InvalidConfigError on bad settings)."""
+    meta, spec = logdir["metadata"], logdir.get("spec") or {}
+    name, namespace = meta["name"], meta["namespace"]
+    volumes = list(spec.get("volumes") or [])
+    engine = spec.get("engine") or {}
+    owner = [owner_reference(logdir)]
+    delete_claim = bool(spec.get("deleteClaim", False))
+
+    props = engine_properties(engine.get("settings"))
+    props_text = properties_text(props)
+    configmap: Json = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": configmap_name(name), "labels": labels(name), "ownerReferences": owner},
+        "data": {ENGINE_PROPERTIES: props_text},
+    }
+    service: Json = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": service_name(name), "labels": labels(name), "ownerReferences": owner},
+        "spec": {"type": "ClusterIP", "selector": selector_labels(name),
+                 "ports": [{"name": "http", "port": AGENT_PORT, "targetPort": "http", "protocol": "TCP"}]},
+    }
+    command = ["stratalog", "agent", "--logdir", name, "--namespace", namespace,
+               "--listen", f"0.0.0.0:{AGENT_PORT}", "--config-file", f"{CONFIG_DIR}/{ENGINE_PROPERTIES}"]
+    mounts: list[Json] = []
+    pod_volumes: list[Json] = []
+    for volume in volumes:
+        path = f"{DATA_ROOT}/{volume['name']}"
+        command += ["--data-dir", path]
+        mounts.append({"name": f"data-{volume['name']}", "mountPath": path})
+        pod_volumes.append({"name": f"data-{volume['name']}",
+                            "persistentVolumeClaim": {"claimName": claim_name(name, volume["name"])}})
+    mounts += [{"name": "engine-config", "mountPath": CONFIG_DIR, "readOnly": True},
+               {"name": "tmp", "mountPath": "/tmp"}]
+    pod_volumes += [{"name": "engine-config", "configMap": {"name": configmap_name(name)}},
+                    {"name": "tmp", "emptyDir": {}}]
+    container: Json = {
+        "name": "agent",
+        "image": engine.get("image") or options.image,
+        "imagePullPolicy": options.image_pull_policy,
+        "command": command,
+        "env": [{"name": "STRATALOG_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "ports": [{"name": "http", "containerPort": AGENT_PORT, "protocol": "TCP"}],
+        # Liveness must not fail during a long recovery: /healthz answers while the engine opens.
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
+                          "failureThreshold": 6},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5},
+        "securityContext": _restricted(),
+        "volumeMounts": mounts,
+    }
+    if engine.get("resources"):
+        container["resources"] = engine["resources"]
+    statefulset: Json = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": statefulset_name(name), "labels": labels(name), "ownerReferences": owner},
+        "spec": {
+            "replicas": 1,
+            "serviceName": service_name(name),
+            "selector": {"matchLabels": selector_labels(name)},
+            "template": {
+                "metadata": {"labels": labels(name),
+                             # a settings change rolls the pod: the engine reads them at start
+                             "annotations": {CONFIG_HASH_ANNOTATION: digest(props_text)}},
+                "spec": {
+                    "serviceAccountName": options.service_account,
+                    # SIGTERM drains, flushes and writes the clean-shutdown marker: give it time.
+                    "terminationGracePeriodSeconds": 120,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": options.run_as_user,
+                                        "runAsGroup": options.run_as_user, "fsGroup": options.run_as_user,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                    "volumes": pod_volumes,
+                },
+            },
+        },
+    }
+    claims = [_claim(logdir, v, delete_claim) for v in volumes]
+    return Children(claims, configmap, service, statefulset)

@@ -1,0 +1,96 @@
+"""The ``stratalog operator`` and ``stratalog agent`` subcommands.
+
+Registered into the engine's ``stratalog`` command line (one entry point for every role,
+as the one image runs them all); kopf and the Kubernetes client are imported only when
+these commands run, so the engine's CLI works without the operator extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT, e.g. 0.0.0.0:8080")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _missing_extra(command: str, error: ImportError) -> SystemExit:
+    return SystemExit(f"stratalog {command}: {error}; install the operator extra: "
+                      "pip install 'stratalog[server,operator]'")
+
+
+def register(sub: Any) -> None:
+    op = sub.add_parser(
+        "operator", help="run the Kubernetes controller (LogDir and Topic custom resources)",
+        description="Reconcile LogDirs into PVCs, a ConfigMap, a Service and an agent StatefulSet, and Topics "
+                    "into replica assignments over LogDirs. Uses the in-cluster service account, else the "
+                    "kubeconfig (KUBECONFIG).")
+    op.add_argument("--namespace", action="append", default=[], metavar="NS",
+                    help="watch only this namespace (repeatable; default: all namespaces)")
+    op.add_argument("--metrics-listen", type=_listen, default=("0.0.0.0", 8080), metavar="HOST:PORT",
+                    help="address of /metrics and /healthz (default 0.0.0.0:8080)")
+    op.add_argument("--image", default=os.environ.get("STRATALOG_IMAGE", "ghcr.io/stratalog/stratalog:0.1.0"),
+                    help="image of the agent pods (default: $STRATALOG_IMAGE)")
+    op.add_argument("--agent-service-account",
+                    default=os.environ.get("STRATALOG_AGENT_SERVICE_ACCOUNT", "stratalog-agent"),
+                    help="service account of the agent pods (default: $STRATALOG_AGENT_SERVICE_ACCOUNT)")
+    op.add_argument("--resync-seconds", type=float, default=300.0,
+                    help="reconcile everything this often, besides watch events (default 300)")
+    op.add_argument("--peering", default=None, metavar="NAME",
+                    help="use kopf peering NAME (needs the kopf.dev peering CRDs); default: standalone")
+    op.add_argument("--log-level", default=os.environ.get("STRATALOG_LOG_LEVEL", "INFO"),
+                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    op.set_defaults(run=_run_operator)
+
+    ag = sub.add_parser(
+        "agent", help="run the engine sidecar of one LogDir: engine, HTTP API, kopf timers and status",
+        description="Embed the engine on the LogDir's volumes, serve its HTTP API, hold the Topic partitions "
+                    "assigned to this LogDir, and run retention, cleaning and checkpoints on kopf timers.")
+    ag.add_argument("--logdir", required=True, help="name of the LogDir this agent serves")
+    ag.add_argument("--namespace", required=True, help="namespace of the LogDir")
+    ag.add_argument("--data-dir", dest="data_dirs", action="append", required=True, type=Path, metavar="DIR",
+                    help="a data directory (one per volume; repeatable)")
+    ag.add_argument("--listen", type=_listen, default=("0.0.0.0", 8092), metavar="HOST:PORT",
+                    help="address of the engine's HTTP API, /metrics, /healthz and /readyz (default 0.0.0.0:8092)")
+    ag.add_argument("--config-file", type=Path, default=None,
+                    help="engine properties (Kafka's names), e.g. the ConfigMap the operator mounts")
+    ag.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                    help="an engine setting, overriding the file (repeatable)")
+    ag.add_argument("--status-interval", type=float, default=300.0, metavar="SECONDS",
+                    help="write unchanged figures into Topic status at most this often (default 300)")
+    ag.add_argument("--status-min-interval", type=float, default=10.0, metavar="SECONDS",
+                    help="write changed figures at most this often per Topic (default 10)")
+    ag.add_argument("--disk-pressure-free-ratio", type=float, default=0.1,
+                    help="DiskPressure when a volume's free space falls under this share (default 0.1)")
+    ag.add_argument("--log-level", default=os.environ.get("STRATALOG_LOG_LEVEL", "INFO"),
+                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    ag.set_defaults(run=_run_agent)
+
+
+def _run_operator(args: argparse.Namespace) -> int:
+    try:
+        from .children import AgentOptions
+        from .controller.run import OperatorOptions, main
+    except ImportError as error:
+        raise _missing_extra("operator", error) from None
+    host, port = args.metrics_listen
+    options = OperatorOptions(namespaces=tuple(args.namespace), metrics_host=host, metrics_port=port,
+                              agent=AgentOptions(image=args.image, service_account=args.agent_service_account),
+                              resync_seconds=args.resync_seconds, peering=args.peering)
+    return main(options, log_level=args.log_level)
+
+
+def _run_agent(args: argparse.Namespace) -> int:
+    try:
+        from .agent.run import AgentRunOptions, main
+    except ImportError as error:
+        raise _missing_extra("agent", error) from None
+    return main(AgentRunOptions.from_args(args), log_level=args.log_level)

@@ -1,0 +1,1 @@
+"""The controller role (``stratalog operator``): LogDirs to cluster objects, Topics to assignments."""
