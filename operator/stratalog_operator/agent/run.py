@@ -1,0 +1,152 @@
+"""``stratalog agent``: the engine of one LogDir, its HTTP API and its kopf side, in one process.
+
+Order, as in ``stratalog serve``: listen first (``/healthz`` answers during a long
+recovery), open the engine (recovering as needed), then start kopf, so no Topic is acted
+on before the data is there. SIGTERM stops kopf, drains the API, and closes the engine
+cleanly (flush, checkpoints, clean-shutdown marker); SIGKILL is recovered from at the next
+start like any crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import kopf
+from aiohttp import web
+from kopf._core.intents.registries import SmartOperatorRegistry  # OperatorRegistry + default logins
+
+from stratalog.checkpoint import parse_properties
+from stratalog.config import parse_key_value_pairs
+from stratalog.server.app import create_app
+from stratalog.server.state import ServerState
+from stratalog.service import Engine
+
+from ..kube import Kube
+from ..metrics import OperatorMetrics
+from ..names import GROUP, agent_timer_finalizer
+from .agent import Agent, AgentSettings, agent_manager
+from .figures import WritePolicy
+from .handlers import AgentRuntime, Intervals
+
+__all__ = ["AgentRunOptions", "run_agent", "main"]
+
+logger = logging.getLogger("stratalog.agent")
+
+
+@dataclass(frozen=True)
+class AgentRunOptions:
+    logdir: str
+    namespace: str
+    data_dirs: list[Path]
+    host: str = "0.0.0.0"
+    port: int = 8092
+    properties: dict[str, str] = field(default_factory=dict)
+    status_min_interval: float = 10.0
+    status_interval: float = 300.0
+    disk_pressure_free_ratio: float = 0.1
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AgentRunOptions:
+        props: dict[str, str] = {}
+        if args.config_file is not None:
+            props.update(parse_properties(args.config_file))
+        props.update(parse_key_value_pairs(args.config, where="--config"))
+        host, port = args.listen
+        return cls(args.logdir, args.namespace, list(args.data_dirs), host, port, props,
+                   args.status_min_interval, args.status_interval, args.disk_pressure_free_ratio)
+
+
+def settings_for(options: AgentRunOptions) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # Several agents and the controller act on the same Topics: each has its own finalizer
+    # and annotation prefixes, and none takes part in another's peering.
+    prefix = f"{options.logdir}.agent.{GROUP}"[:253]
+    settings.persistence.finalizer = agent_timer_finalizer(options.logdir)
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=prefix)
+    settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = "stratalog-agent"
+    settings.posting.reporting_instance = options.logdir
+    settings.scanning.disabled = True          # namespaced: no CRD or namespace listing rights needed
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    return settings
+
+
+async def run_agent(options: AgentRunOptions) -> int:
+    engine = Engine(options.data_dirs, dict(options.properties), schedule=False)
+    state = ServerState(engine)
+    metrics = OperatorMetrics("agent", registry=state.metrics.registry)   # one /metrics for both
+    app = create_app(state)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=30)
+    await runner.setup()
+    site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        logger.error("cannot listen on %s:%d: %s", options.host, options.port, error.strerror)
+        return 1
+    for address in runner.addresses:
+        logger.info("LogDir %s: API on http://%s:%d", options.logdir, address[0], address[1])
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    runtime: AgentRuntime | None = None
+    status = 0
+    try:
+        await loop.run_in_executor(state.maintenance, engine.start)
+        state.started = True
+        logger.info("LogDir %s: engine open on %s (%d partitions)", options.logdir,
+                    ", ".join(map(str, options.data_dirs)), len(engine.manager.logs()))
+        kube = Kube(field_manager=agent_manager(options.logdir), on_write=metrics.wrote)
+        agent = Agent(kube, engine, AgentSettings(
+            options.logdir, options.namespace,
+            WritePolicy(options.status_min_interval, options.status_interval),
+            options.disk_pressure_free_ratio))
+        tick = max(0.5, min(options.status_min_interval, 10.0))
+        runtime = AgentRuntime(agent, metrics, Intervals.from_engine(agent, tick))
+        registry = SmartOperatorRegistry()
+        runtime.register(registry)
+        operator = asyncio.create_task(kopf.operator(
+            registry=registry, settings=settings_for(options), standalone=True,
+            namespaces=[options.namespace], stop_flag=stop))
+        stopped = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({operator, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if operator in done and operator.exception() is not None:
+            logger.error("kopf stopped: %s", operator.exception())
+            status = 1
+        stop.set()
+        await operator
+    except Exception as error:
+        logger.error("LogDir %s: cannot run: %s", options.logdir, error)
+        status = 1
+    finally:
+        state.draining = True
+        state.signals.notify_all()
+        await runner.cleanup()
+        if runtime is not None:
+            await loop.run_in_executor(None, runtime.shutdown)
+        await loop.run_in_executor(None, state.shutdown_pools)
+        if engine.ready:
+            await loop.run_in_executor(None, engine.stop)
+            logger.info("LogDir %s: stopped cleanly", options.logdir)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    return status
+
+
+def main(options: AgentRunOptions, *, log_level: str = "INFO") -> int:
+    logging.basicConfig(level=log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_level != "DEBUG":   # kopf logs every handler and timer run at INFO
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    return asyncio.run(run_agent(options))
