@@ -225,3 +225,38 @@ def test_the_broker_epoch_of_the_clean_shutdown_marker_survives_an_open_and_clos
         assert not (tmp_path / ".kafka_cleanshutdown").exists()  # consumed before loading
         assert manager.topics() == []
     assert json.loads((tmp_path / ".kafka_cleanshutdown").read_text()) == {"version": 0, "brokerEpoch": 106}
+
+
+def test_an_engine_can_hold_any_subset_of_a_topics_partitions(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        assert manager.ensure_partitions("orders", [0, 2], {"retention.ms": 1000}) == [0, 2]
+        assert manager.ensure_partitions("orders", [0, 2, 4]) == [4]     # only the missing one is made
+        described = manager.describe_topic("orders")
+        assert sorted(described.partitions) == [0, 2, 4]
+        assert described.overrides == {"retention.ms": "1000"}         # new partitions take the topic's config
+        assert manager.get_log("orders", 4).config.retention_ms == 1000
+    with open_log_manager([tmp_path]) as manager:                         # and it survives a restart
+        assert sorted(manager.describe_topic("orders").partitions) == [0, 2, 4]
+
+
+def test_deleting_some_partitions_keeps_the_rest_and_deleting_all_deletes_the_topic(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        manager.ensure_partitions("orders", [0, 1, 2])
+        manager.get_log("orders", 1).append(batch(1))
+        renamed = manager.delete_partitions("orders", [0, 2])
+        assert sorted(p.name.split(".")[0] for p in renamed) == ["orders-0", "orders-2"]
+        assert sorted(manager.describe_topic("orders").partitions) == [1]
+        assert manager.get_log("orders", 1).log_end_offset == 1
+        manager.delete_partitions("orders", [1])
+        assert manager.topics() == []
+        assert manager.delete_pending_dirs() == 3
+
+
+def test_holding_partitions_refuses_bad_numbers_and_colliding_names(tmp_path):
+    with open_log_manager([tmp_path]) as manager:
+        manager.ensure_partitions("a.b", [0])
+        with pytest.raises(InvalidTopicError, match="collides"):
+            manager.ensure_partitions("a_b", [0])
+        with pytest.raises(InvalidPartitionsError):
+            manager.ensure_partitions("c", [-1])
+        assert manager.topics() == ["a.b"]

@@ -1,0 +1,102 @@
+"""Scale: 200 Topics × 3 partitions across two agents converge, and a quiet cluster costs no writes.
+
+The controller and both agents run as real processes with their default intervals
+(status written at most every 10 s per Topic when figures move, every 300 s for small
+drift). The figures (API writes while converging, and per minute once quiet) are printed
+for the record; the assertion is on behaviour: everything converges, and once nothing
+changes the write counters stay flat.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import KubeCluster
+from .roles import Agent, Operator, kubectl_json, wait_for, writes_total
+
+NS = "scale"
+TOPICS = 200
+PARTITIONS = 3
+QUIET_SECONDS = 60.0
+
+
+def _manifests() -> str:
+    docs = ["apiVersion: stratalog.io/v1alpha1\nkind: LogDir\n"
+            f"metadata: {{name: {name}}}\nspec: {{volumes: [{{name: data-0, size: 1Gi}}]}}\n"
+            for name in ("dir-a", "dir-b")]
+    docs += [f"apiVersion: stratalog.io/v1alpha1\nkind: Topic\nmetadata: {{name: t{i:03d}}}\n"
+             f"spec: {{partitions: {PARTITIONS}}}\n" for i in range(TOPICS)]
+    return "---\n".join(docs)
+
+
+@pytest.fixture(scope="module")
+def cluster(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[tuple[KubeCluster, Operator, dict[str, Agent]]]:
+    repo = Path(__file__).resolve().parents[2]
+    kube_cluster.kubectl_run("apply", "-f", str(repo / "crds"))
+    kube_cluster.kubectl_run("create", "namespace", NS)
+    root = tmp_path_factory.mktemp("scale")
+    operator = Operator(kube_cluster.env, NS, root / "operator.log").start()
+    agents = {n: Agent(kube_cluster.env, NS, n, [root / n / "data-0"], root / f"{n}.log").start()
+              for n in ("dir-a", "dir-b")}
+    try:
+        yield kube_cluster, operator, agents
+    finally:
+        for role in (*agents.values(), operator):
+            role.stop()
+
+
+def _converged(cluster: KubeCluster) -> bool:
+    items: list[dict[str, Any]] = kubectl_json(cluster, "-n", NS, "get", "topics")["items"]
+    if len(items) != TOPICS:
+        return False
+    for topic in items:
+        status = topic.get("status") or {}
+        assignment = status.get("assignment") or []
+        if len(assignment) != PARTITIONS:
+            return False
+        reported = {(logdir, int(p)) for logdir, entry in (status.get("logDirs") or {}).items()
+                    for p in (entry.get("partitions") or {})}
+        if reported != {(a["logDirs"][0], a["partition"]) for a in assignment}:
+            return False
+    return True
+
+
+def test_two_hundred_topics_converge_and_a_quiet_cluster_writes_nothing(
+        cluster: tuple[KubeCluster, Operator, dict[str, Agent]]) -> None:
+    kube, operator, agents = cluster
+    roles = [operator, *agents.values()]
+    logs = [r.log_path for r in roles]
+
+    def writes() -> dict[str, float]:
+        return {"operator": writes_total(operator.metrics(), "stratalog_operator"),
+                **{n: writes_total(a.metrics(), "stratalog_agent") for n, a in agents.items()}}
+
+    start, before = time.monotonic(), writes()
+    kube.kubectl_run("-n", NS, "apply", "-f", "-", input=_manifests(), timeout=300)
+    wait_for(f"{TOPICS} Topics × {PARTITIONS} partitions to be assigned, created and reported",
+             lambda: _converged(kube), timeout=900, interval=2.0, logs=logs)
+    converge_s = time.monotonic() - start
+    for name, agent in agents.items():
+        held = [p for p in agent.data_dirs[0].iterdir() if p.is_dir()]
+        assert len(held) == TOPICS * (2 if name == "dir-a" else 1)   # p0, p2 on dir-a; p1 on dir-b
+    settled = writes()
+    # Let the last status writes of the convergence drain, then measure a quiet window.
+    wait_for("the write counters to settle", lambda: (
+        a := writes(), time.sleep(5), writes() == a)[-1], timeout=120, logs=logs)
+    quiet_start = writes()
+    time.sleep(QUIET_SECONDS)
+    quiet_end = writes()
+    converging = {k: settled[k] - before[k] for k in settled}
+    quiet_per_min = {k: (quiet_end[k] - quiet_start[k]) * 60 / QUIET_SECONDS for k in quiet_end}
+    figures = {"topics": TOPICS, "partitions": TOPICS * PARTITIONS, "converge_seconds": round(converge_s, 1),
+               "writes_while_converging": converging, "writes_per_minute_when_quiet": quiet_per_min}
+    print("\nSCALE " + json.dumps(figures))
+    assert all(v == 0 for v in quiet_per_min.values()), quiet_per_min
+    assert all(r.alive() for r in roles)
