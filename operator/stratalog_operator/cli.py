@@ -42,6 +42,9 @@ def register(sub: Any) -> None:
     op.add_argument("--agent-service-account",
                     default=os.environ.get("STRATALOG_AGENT_SERVICE_ACCOUNT", "stratalog-agent"),
                     help="service account of the agent pods (default: $STRATALOG_AGENT_SERVICE_ACCOUNT)")
+    op.add_argument("--agent-image-pull-policy", choices=["Always", "IfNotPresent", "Never"],
+                    default=os.environ.get("STRATALOG_IMAGE_PULL_POLICY", "IfNotPresent"),
+                    help="imagePullPolicy of the agent pods (default: $STRATALOG_IMAGE_PULL_POLICY or IfNotPresent)")
     op.add_argument("--resync-seconds", type=float, default=300.0,
                     help="reconcile everything this often, besides watch events (default 300)")
     op.add_argument("--peering", default=None, metavar="NAME",
@@ -83,7 +86,8 @@ def _run_operator(args: argparse.Namespace) -> int:
         raise _missing_extra("operator", error) from None
     host, port = args.metrics_listen
     options = OperatorOptions(namespaces=tuple(args.namespace), metrics_host=host, metrics_port=port,
-                              agent=AgentOptions(image=args.image, service_account=args.agent_service_account),
+                              agent=AgentOptions(image=args.image, service_account=args.agent_service_account,
+                                                 image_pull_policy=args.agent_image_pull_policy),
                               resync_seconds=args.resync_seconds, peering=args.peering)
     return main(options, log_level=args.log_level)
 

@@ -68,7 +68,7 @@ spec:
   topicName: customer.profiles
   partitions: 2
   logDirSelector: {matchLabels: {stratalog.io/pool: story}}
-  config: {cleanup.policy: [compact], min.cleanable.dirty.ratio: 0.99, min.compaction.lag.ms: 0,
+  config: {cleanup.policy: [compact], min.cleanable.dirty.ratio: 1.0, min.compaction.lag.ms: 0,
            delete.retention.ms: 0, segment.bytes: 1024}
   deletionPolicy: Retain
 """
@@ -201,6 +201,26 @@ def test_checkpoint_files_on_disk_advance(story: Story) -> None:
     assert recovery["events-0"] > 0
 
 
+def test_the_logdir_status_joins_the_controllers_claims_and_the_agents_usage_and_health(story: Story) -> None:
+    def reported() -> dict[str, Any] | None:
+        status = kubectl_json(story.cluster, "-n", NS, "get", "logdir", "dir-a").get("status") or {}
+        volumes = status.get("volumes") or []
+        conditions = {c["type"]: c for c in status.get("conditions") or []}
+        done = volumes and "usedBytes" in volumes[0] and "CheckpointStale" in conditions and \
+            conditions["CheckpointStale"]["reason"] == "CheckpointsCurrent" and \
+            conditions["CheckpointStale"]["message"] != "no checkpoint written yet"
+        return status if done else None
+    status = story.wait("the agent's usage and health in the LogDir status", reported)
+    [volume] = status["volumes"]
+    # One entry, two writers: the claim from the controller, the figures from the agent.
+    assert volume["name"] == "data-0" and volume["claimName"] == "dir-a-data-0"
+    assert volume["capacityBytes"] > 0 and volume["partitions"] == 3   # events-0, events-2, profiles-0
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["DiskPressure"]["status"] == "False"
+    assert conditions["CheckpointStale"]["status"] == "False"
+    assert conditions["Ready"]["reason"] == "AgentNotReady"   # the controller's: no pod runs in the test bed
+
+
 def test_a_retention_change_applies_live_and_retention_deletes_expired_segments(story: Story) -> None:
     before = story.partition_status("events", "dir-a", 0)
     assert before is not None and before["logStartOffset"] == 0   # retention.ms is a day: nothing expired
@@ -229,8 +249,9 @@ def test_a_compacted_topic_loses_its_duplicates_and_its_dirty_ratio_drops(story:
     for _ in range(2):   # rolls the last segment of keyed records, so the cleaner may take it
         agent.produce("customer.profiles", 0, [{"key": "filler", "value": "x" * 900}])
     logdir = agent.logdir
-    dirty = story.status_when("a high dirty ratio in the status (the cleaner waits for 0.99)", "profiles",
-                              logdir, 0, lambda s: s.get("dirtyRatio", 0) >= 0.5)
+    # At min.cleanable.dirty.ratio 1.0 the cleaner never starts (a ratio must exceed it).
+    dirty = story.status_when("a high dirty ratio in the status", "profiles", logdir, 0,
+                              lambda s: s.get("dirtyRatio", 0) >= 0.5)
     story.kubectl("patch", "topic", "profiles", "--type", "merge", "-p",
                   json.dumps({"spec": {"config": {"min.cleanable.dirty.ratio": 0.01}}}))
     clean = story.status_when("the dirty ratio to drop after cleaning", "profiles", logdir, 0,

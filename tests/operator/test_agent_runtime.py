@@ -1,0 +1,97 @@
+"""The agent's own judgement, on a real engine without a cluster: DiskPressure, CheckpointStale,
+and maintenance ticks that never stack up."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from stratalog.service import Engine
+from stratalog_operator.agent.agent import Agent, AgentSettings
+from stratalog_operator.agent.handlers import AgentRuntime, Intervals
+from stratalog_operator.kube import Kube
+from stratalog_operator.metrics import OperatorMetrics
+from stratalog_operator.outcome import Outcome
+
+NO_CLUSTER = cast(Kube, None)   # these paths never reach the API server
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    e = Engine([tmp_path / "data-0"], {"log.flush.offset.checkpoint.interval.ms": 1000}, schedule=False).start()
+    try:
+        yield e
+    finally:
+        e.stop()
+
+
+def agent(engine: Engine, **settings: Any) -> Agent:
+    return Agent(NO_CLUSTER, engine, AgentSettings("dir-a", "ns", **settings))
+
+
+def test_volumes_report_capacity_usage_and_the_partitions_they_hold(engine: Engine) -> None:
+    engine.manager.ensure_partitions("orders", [0, 2])
+    [volume] = agent(engine).volumes()
+    assert volume["name"] == "data-0" and volume["partitions"] == 2
+    assert volume["capacityBytes"] >= volume["usedBytes"] > 0 and volume["freeBytes"] >= 0
+
+
+def test_disk_pressure_is_raised_when_free_space_falls_under_the_threshold(engine: Engine) -> None:
+    volume = {"name": "data-0", "capacityBytes": 100, "usedBytes": 95, "freeBytes": 5, "logBytes": 0, "partitions": 0}
+    [pressure, _] = agent(engine, disk_pressure_free_ratio=0.1).conditions([volume])
+    assert pressure.type == "DiskPressure" and pressure.status is True and "data-0 (5.0% free)" in pressure.message
+    [relaxed, _] = agent(engine, disk_pressure_free_ratio=0.01).conditions([volume])
+    assert relaxed.status is False
+
+
+def test_checkpoints_are_stale_once_they_stop_for_three_intervals(engine: Engine) -> None:
+    a = agent(engine)
+    [_, fresh] = a.conditions([])
+    assert fresh.type == "CheckpointStale" and fresh.status is False and "no checkpoint written yet" in fresh.message
+    a.write_checkpoints()
+    assert a.conditions([])[1].status is False
+    engine.tasks["checkpoints"].last_run_ms = engine.clock() - 3_500   # three 1 s intervals missed
+    stale = a.conditions([])[1]
+    assert stale.status is True and stale.reason == "CheckpointsStopped"
+
+
+def test_a_tick_that_finds_another_engine_task_running_is_skipped_not_queued(engine: Engine) -> None:
+    a = agent(engine)
+    metrics = OperatorMetrics("agent")
+    runtime = AgentRuntime(a, metrics, Intervals.from_engine(a, status=1.0))
+    release = threading.Event()
+    ran: list[str] = []
+
+    def slow() -> Outcome:
+        release.wait(10)
+        ran.append("slow")
+        return Outcome()
+
+    def quick() -> Outcome:
+        ran.append("quick")
+        return Outcome()
+
+    async def scenario() -> None:
+        first = asyncio.create_task(runtime.task("cleaner", slow))
+        await asyncio.sleep(0.05)
+        await runtime.task("retention", quick)           # finds the cleaner pass running
+        release.set()
+        await first
+        await runtime.task("retention", quick)           # the next tick runs
+
+    asyncio.run(scenario())
+    runtime.shutdown()
+    assert ran == ["slow", "quick"]
+    assert metrics.reconciles.labels("retention", "skipped")._value.get() == 1
+
+
+def test_intervals_follow_the_engine_settings_and_never_means_never(engine: Engine) -> None:
+    intervals = Intervals.from_engine(agent(engine), status=5.0)
+    assert intervals.retention == 300.0 and intervals.cleaner == 15.0 and intervals.checkpoints == 1.0
+    assert intervals.flush is None    # log.flush.scheduler.interval.ms defaults to Long.MAX
+    assert intervals.deletion == 30.0 and intervals.status == 5.0
