@@ -48,7 +48,8 @@ def plan_assignment(partitions: int, replicas: int, logdirs: Sequence[str],
         what = "no LogDir is" if count == 0 else f"only {count} LogDir{'s are' if count > 1 else ' is'}"
         return AssignmentPlan(
             {p: list(dirs) for p, dirs in current.items()}, False, "InsufficientLogDirs",
-            f"{replicas} replicas need {replicas} LogDirs but {what} selected"
+            f"{replicas} replica{'s need' if replicas > 1 else ' needs'} {replicas} "
+            f"LogDir{'s' if replicas > 1 else ''} but {what} selected"
             + (f" ({', '.join(available)})" if available else ""))
     chosen = set(available)
     result: Assignment = {}

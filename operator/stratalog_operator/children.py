@@ -12,11 +12,13 @@ default the data outlives the resource (as Strimzi does).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .names import (AGENT_PORT, API_VERSION, CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_ROOT, ENGINE_PROPERTIES,
+                    SPEC_HASH_ANNOTATION,
                     LABEL_COMPONENT, LABEL_INSTANCE, LABEL_LOGDIR, LABEL_MANAGED_BY, LABEL_NAME, claim_name,
                     configmap_name, service_name, statefulset_name)
 from .properties import digest, engine_properties, properties_text
@@ -155,5 +157,10 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
             },
         },
     }
+    # A field dropped from the LogDir spec (say engine.resources) is absent from the desired
+    # object, which the subset comparison cannot notice; the hash of the whole desired spec can,
+    # and the merge patch then replaces the container list as a whole.
+    statefulset["metadata"]["annotations"] = {
+        SPEC_HASH_ANNOTATION: digest(json.dumps(statefulset["spec"], sort_keys=True))}
     claims = [_claim(logdir, v, delete_claim) for v in volumes]
     return Children(claims, configmap, service, statefulset)

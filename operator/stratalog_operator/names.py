@@ -17,8 +17,8 @@ from .crds import GROUP, VERSION
 __all__ = [
     "GROUP", "VERSION", "API_VERSION", "LOGDIRS", "TOPICS",
     "LABEL_NAME", "LABEL_INSTANCE", "LABEL_COMPONENT", "LABEL_MANAGED_BY", "LABEL_LOGDIR",
-    "PAUSE_ANNOTATION", "MANAGED_ANNOTATION", "CONFIG_HASH_ANNOTATION",
-    "CONTROLLER_FINALIZER", "agent_finalizer", "agent_timer_finalizer", "is_paused", "is_unmanaged",
+    "PAUSE_ANNOTATION", "MANAGED_ANNOTATION", "CONFIG_HASH_ANNOTATION", "SPEC_HASH_ANNOTATION",
+    "CONTROLLER_FINALIZER", "AGENT_FINALIZER_PREFIX", "agent_finalizer", "agent_timer_finalizer", "is_paused", "is_unmanaged",
     "claim_name", "statefulset_name", "service_name", "configmap_name", "pod_name",
     "AGENT_PORT", "DATA_ROOT", "CONFIG_DIR", "ENGINE_PROPERTIES",
 ]
@@ -39,8 +39,10 @@ LABEL_LOGDIR = f"{GROUP}/logdir"
 PAUSE_ANNOTATION = f"{GROUP}/pause-reconciliation"
 MANAGED_ANNOTATION = f"{GROUP}/managed"
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
+SPEC_HASH_ANNOTATION = f"{GROUP}/spec-hash"
 
 CONTROLLER_FINALIZER = f"{GROUP}/controller"
+AGENT_FINALIZER_PREFIX = f"{GROUP}/agent-"
 
 AGENT_PORT = 8092
 DATA_ROOT = "/var/lib/stratalog"

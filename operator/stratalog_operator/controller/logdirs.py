@@ -97,7 +97,10 @@ def _ensure_claim(kube: Kube, namespace: str, desired: Json, logdir: Mapping[str
             if error.status not in (403, 422):
                 raise
             problem = f"{name}: {error.message}"
-            if not outcome.events or outcome.events[-1].reason != "ResizeRefused":
+            # Said once per refusal, not on every reconcile while the condition stands.
+            resizing: Mapping[str, Any] = next((c for c in (logdir.get("status") or {}).get("conditions") or []
+                             if c.get("type") == "StorageResizing"), {})
+            if resizing.get("reason") != "ResizeRefused" or name not in str(resizing.get("message")):
                 outcome.event(logdir, "Warning", "ResizeRefused", f"cannot grow {name}: {error.message}")
     # deleteClaim may be switched either way: the owner reference follows it.
     refs = [r for r in actual["metadata"].get("ownerReferences") or []]

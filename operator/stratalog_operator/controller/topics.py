@@ -19,7 +19,7 @@ from stratalog.names import validate_topic_name
 from ..assignment import AssignmentPlan, parse_assignment, plan_assignment, render_assignment
 from ..conditions import Condition, merge_conditions, now_rfc3339
 from ..kube import Kube
-from ..names import is_paused, is_unmanaged
+from ..names import AGENT_FINALIZER_PREFIX, agent_finalizer, is_paused, is_unmanaged
 from ..outcome import Outcome
 from ..properties import topic_overrides
 from ..selectors import SelectorError, matches
@@ -126,7 +126,16 @@ def reconcile_topic(kube: Kube, topic: Mapping[str, Any], peers: Sequence[Mappin
     outcome = Outcome()
     meta = topic["metadata"]
     if meta.get("deletionTimestamp"):
-        outcome.result = "deleting"   # the agents' finalizers do the work; nothing is the controller's
+        # The agents' finalizers do the work. One whose LogDir is gone (an agent that added it
+        # while its LogDir was being deleted) would block the deletion forever: release it.
+        alive = {agent_finalizer(d["metadata"]["name"]) for d in logdirs}
+        for finalizer in meta.get("finalizers") or []:
+            if finalizer.startswith(AGENT_FINALIZER_PREFIX) and finalizer not in alive:
+                if kube.remove_finalizer("Topic", topic, finalizer):
+                    outcome.writes += 1
+                    outcome.event(topic, "Normal", "FinalizerReleased",
+                                  f"released {finalizer}: its LogDir no longer exists")
+        outcome.result = "deleting"
         return outcome
     if is_unmanaged(meta):
         outcome.result = "unmanaged"
