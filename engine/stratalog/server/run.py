@@ -82,20 +82,29 @@ def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> N
         logger.info("created topic %s with %d partition(s)", name, partitions)
 
 
-async def serve(options: ServeOptions) -> int:
-    # The engine is built (settings checked) before we listen: a bad --config fails fast.
-    engine = Engine(options.data_dirs, dict(options.properties), schedule=options.schedule)
-    state = ServerState(engine, options.settings)
-    app = create_app(state)
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=options.shutdown_timeout,
-                           access_log=logging.getLogger("aiohttp.access") if options.access_log else None)
+async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 30.0,
+                 access_log: bool = False) -> web.AppRunner | None:
+    """Start serving ``app``; None (with the reason logged) when the address cannot be bound."""
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout,
+                           access_log=logging.getLogger("aiohttp.access") if access_log else None)
     await runner.setup()
-    site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
+    site = web.TCPSite(runner, host, port, reuse_address=True)
     try:
         await site.start()
     except OSError as error:
         await runner.cleanup()
-        logger.error("cannot listen on %s:%d: %s", options.host, options.port, error.strerror)
+        logger.error("cannot listen on %s:%d: %s", host, port, error.strerror)
+        return None
+    return runner
+
+
+async def serve(options: ServeOptions) -> int:
+    # The engine is built (settings checked) before we listen: a bad --config fails fast.
+    engine = Engine(options.data_dirs, dict(options.properties), schedule=options.schedule)
+    state = ServerState(engine, options.settings)
+    runner = await listen(create_app(state), options.host, options.port, shutdown_timeout=options.shutdown_timeout,
+                          access_log=options.access_log)
+    if runner is None:
         return 1
     for address in runner.addresses:
         host, port = address[0], address[1]

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kopf
-from aiohttp import web
 from kopf._core.intents.registries import SmartOperatorRegistry  # OperatorRegistry + default logins
 
 from stratalog.checkpoint import parse_properties
 from stratalog.config import parse_key_value_pairs
 from stratalog.server.app import create_app
+from stratalog.server.run import listen
 from stratalog.server.state import ServerState
 from stratalog.service import Engine
 
@@ -83,15 +83,8 @@ async def run_agent(options: AgentRunOptions) -> int:
     engine = Engine(options.data_dirs, dict(options.properties), schedule=False)
     state = ServerState(engine)
     metrics = OperatorMetrics("agent", registry=state.metrics.registry)   # one /metrics for both
-    app = create_app(state)
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=30)
-    await runner.setup()
-    site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
-    try:
-        await site.start()
-    except OSError as error:
-        await runner.cleanup()
-        logger.error("cannot listen on %s:%d: %s", options.host, options.port, error.strerror)
+    runner = await listen(create_app(state), options.host, options.port)
+    if runner is None:
         return 1
     for address in runner.addresses:
         logger.info("LogDir %s: API on http://%s:%d", options.logdir, address[0], address[1])
@@ -116,16 +109,14 @@ async def run_agent(options: AgentRunOptions) -> int:
         runtime = AgentRuntime(agent, metrics, Intervals.from_engine(agent, tick))
         registry = SmartOperatorRegistry()
         runtime.register(registry)
-        operator = asyncio.create_task(kopf.operator(
-            registry=registry, settings=settings_for(options), standalone=True,
-            namespaces=[options.namespace], stop_flag=stop))
-        stopped = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({operator, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if operator in done and operator.exception() is not None:
-            logger.error("kopf stopped: %s", operator.exception())
-            status = 1
-        stop.set()
-        await operator
+        if not stop.is_set():   # a signal during recovery: the start finished, now just stop
+            # From here kopf handles SIGTERM / SIGINT itself (it replaces handlers set here) and
+            # returns once its handlers and timers are stopped; no stop_flag, whose waiter kopf
+            # would count as a hung task and wait 5 s for.
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+            await kopf.operator(registry=registry, settings=settings_for(options), standalone=True,
+                                namespaces=[options.namespace])
     except Exception as error:
         logger.error("LogDir %s: cannot run: %s", options.logdir, error)
         status = 1
