@@ -189,6 +189,10 @@ def test_records_go_in_and_come_out_through_the_agents_api(story: Story) -> None
     other = story.agents["dir-b"] if story.owner("events", 0).logdir == "dir-a" else story.agents["dir-a"]
     refused = requests.get(f"{other.base}/v1/topics/events/partitions/0/records", timeout=10)
     assert refused.status_code == 404 and "events-0" in refused.text
+    # Nor can it pick partitions for a topic it holds only some of: it says where to go instead.
+    topic_level = requests.post(f"{other.base}/v1/topics/events/records", json={"records": [{"value": "x"}]},
+                                timeout=10)
+    assert topic_level.status_code == 409 and "holds partitions [1, 3] of topic 'events'" in topic_level.text
     status = story.status_when("figures of events-0 in the Topic status", "events", "dir-a", 0,
                                lambda s: s["logEndOffset"] == 40)
     assert status["logStartOffset"] == 0 and status["segments"] > 1 and status["sizeBytes"] > 0

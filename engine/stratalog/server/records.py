@@ -228,7 +228,14 @@ async def produce_topic(request: web.Request) -> web.Response:
     if params.media_type(request) != params.JSON:
         raise RequestError(f"Content-Type {request.content_type!r} is not accepted here: send {params.JSON} "
                            "(raw batches go to /v1/topics/{topic}/partitions/{partition}/records)", status=415)
-    partitions = len(state.manager.describe_topic(topic).partitions)
+    held = sorted(state.manager.describe_topic(topic).partitions)
+    if held != list(range(len(held))):
+        # An engine holding some of a topic's partitions (a Kubernetes LogDir's agent) does not know
+        # the topic's partition count, so Kafka's partitioner cannot run here.
+        raise RequestError(f"this engine holds partitions {held} of topic {topic!r}, not all of them: "
+                           "produce to /v1/topics/{topic}/partitions/{partition}/records on the engine "
+                           "holding each partition (a Topic's status.assignment says which)", status=409)
+    partitions = len(held)
     data = await params.read_body(request, state.body_limit())
     now = state.manager.clock()
     records = await state.run(_json_records, data, now)

@@ -85,7 +85,7 @@ class Agent:
 
     def _owner_of(self, kafka_name: str) -> Json | None:
         """The Topic whose data this is: the one carrying this agent's finalizer."""
-        for body in self.topics.values():
+        for body in list(self.topics.values()):   # a snapshot: the event loop updates the dict
             if effective_name(body) == kafka_name and self.finalizer in (body["metadata"].get("finalizers") or []):
                 return body
         return None
@@ -97,7 +97,7 @@ class Agent:
 
     def reconcile_all(self) -> Outcome:
         total = Outcome()
-        for name in sorted(self.topics):
+        for name in sorted(list(self.topics)):
             body = self.topics.get(name)
             if body is None:
                 continue
@@ -178,7 +178,6 @@ class Agent:
             outcome.event(owner, "Normal", "SegmentsDeleted",
                           f"LogDir {self.logdir}: retention deleted {len(deleted)} segment(s) of {kafka_name} "
                           f"partition(s) {parts}")
-        outcome.result = f"deleted {len(done)}"
         return outcome
 
     def run_cleaner(self) -> Outcome:
@@ -223,7 +222,7 @@ class Agent:
             outcome = Outcome()
             figures = self.figures()
             now = time.monotonic()
-            for name, body in sorted(self.topics.items()):
+            for name, body in sorted(list(self.topics.items())):
                 if body["metadata"].get("deletionTimestamp") or is_unmanaged(body["metadata"]):
                     continue
                 ours = self.finalizer in (body["metadata"].get("finalizers") or [])
