@@ -416,6 +416,9 @@ def topic_crd() -> Schema:
         {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
         {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
         _READY,
+        {"name": "Placed", "type": "string",
+         "jsonPath": '.status.conditions[?(@.type=="PartitionsPlaced")].status',
+         "description": "Whether every assigned partition is held by its LogDir's agent."},
     ]
     return _crd("Topic", "topics", ["stp"], "A Topic of the stratalog log layer: partitions placed on "
                 "LogDirs, with Kafka topic configs.", spec, status, columns)

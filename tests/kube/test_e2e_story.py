@@ -171,6 +171,11 @@ def test_topics_are_created_on_the_logdirs_their_assignment_names(story: Story) 
         t := story.topic("events"),
         {"stratalog.io/agent-dir-a", "stratalog.io/agent-dir-b"} <= set(t["metadata"].get("finalizers") or []))[1])
     assert topic
+    # The controller gathers the agents' reports: every assigned partition is held.
+    placed = story.wait("PartitionsPlaced=True on events", lambda: next(
+        (c for c in story.topic("events").get("status", {}).get("conditions", [])
+         if c["type"] == "PartitionsPlaced" and c["status"] == "True"), None))
+    assert placed["reason"] == "AllPlaced" and "all 4 partition replicas" in placed["message"]
     created = story.events("PartitionsCreated", "events")
     assert {e["message"].split(":")[0] for e in created} == {"LogDir dir-a", "LogDir dir-b"}
 

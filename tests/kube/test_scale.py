@@ -65,6 +65,9 @@ def _converged(cluster: KubeCluster) -> bool:
                     for p in (entry.get("partitions") or {})}
         if reported != {(a["logDirs"][0], a["partition"]) for a in assignment}:
             return False
+        placed = [c for c in status.get("conditions") or [] if c["type"] == "PartitionsPlaced"]
+        if not placed or placed[0]["status"] != "True":   # the controller has gathered the reports
+            return False
     return True
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stratalog_operator.conditions import condition
-from stratalog_operator.controller.topics import conflict_winner, effective_name, plan_topic
+from stratalog_operator.controller.topics import conflict_winner, effective_name, placement_condition, plan_topic
 
 NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"
 
@@ -46,7 +46,9 @@ def test_a_topic_is_assigned_over_its_namespaces_logdirs() -> None:
                                            {"partition": 2, "logDirs": ["dir-c", "dir-a"]}]
     assert conds(plan) == {"Ready": ("True", "Assigned", "3 partitions × 2 replicas on 3 LogDirs"),
                            "ResourceConflict": ("False", "NoConflict", ""),
-                           "ReconciliationPaused": ("False", "NotPaused", "")}
+                           "ReconciliationPaused": ("False", "NotPaused", ""),
+                           "PartitionsPlaced": ("False", "WaitingForAgents", "not yet reported by their "
+                                                "LogDir's agent: dir-a: [0, 2]; dir-b: [0, 1]; dir-c: [1, 2]")}
     assert all(c["lastTransitionTime"] == NOW and c["observedGeneration"] == 1 for c in plan.fragment["conditions"])
 
 
@@ -183,5 +185,16 @@ def test_agents_conditions_are_not_the_controllers() -> None:
     agent = {"type": "Serving", "status": "True", "reason": "x", "message": "", "lastTransitionTime": NOW}
     t = topic("t", status={"conditions": [agent]})
     types = [c["type"] for c in plan_topic(t, [t], DIRS, now=NOW).fragment["conditions"]]
-    assert types == ["Ready", "ReconciliationPaused", "ResourceConflict"]
+    assert types == ["PartitionsPlaced", "Ready", "ReconciliationPaused", "ResourceConflict"]
     assert condition(plan_topic(t, [t], DIRS, now=NOW).fragment["conditions"], "Ready") is not None
+
+
+def test_partitions_are_placed_once_every_logdirs_agent_reports_its_replicas() -> None:
+    assignment = [{"partition": 0, "logDirs": ["dir-a", "dir-b"]}, {"partition": 1, "logDirs": ["dir-b", "dir-a"]}]
+    partial = {"dir-a": {"partitions": {"0": {}, "1": {}}}, "dir-b": {"partitions": {"1": {}}}}
+    waiting = placement_condition(assignment, partial)
+    assert (waiting.status, waiting.reason) == (False, "WaitingForAgents") and "dir-b: [0]" in waiting.message
+    full = {"dir-a": {"partitions": {"0": {}, "1": {}}}, "dir-b": {"partitions": {"0": {}, "1": {}}}}
+    placed = placement_condition(assignment, full)
+    assert (placed.status, placed.reason) == (True, "AllPlaced") and "all 4 partition replicas" in placed.message
+    assert placement_condition([], full).reason == "NotAssigned"

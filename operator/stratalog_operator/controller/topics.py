@@ -26,10 +26,11 @@ from ..selectors import SelectorError, matches
 from ..status import apply_status
 from .logdirs import CONTROLLER_MANAGER
 
-__all__ = ["TopicPlan", "plan_topic", "reconcile_topic", "effective_name", "conflict_winner"]
+__all__ = ["TopicPlan", "plan_topic", "reconcile_topic", "effective_name", "conflict_winner",
+           "placement_condition"]
 
 Json = dict[str, Any]
-_CONTROLLER_CONDITIONS = {"Ready", "ResourceConflict", "ReconciliationPaused"}
+_CONTROLLER_CONDITIONS = {"Ready", "ResourceConflict", "ReconciliationPaused", "PartitionsPlaced"}
 
 
 def effective_name(topic: Mapping[str, Any]) -> str:
@@ -53,6 +54,30 @@ def conflict_winner(topic: Mapping[str, Any], peers: Iterable[Mapping[str, Any]]
               and effective_name(p).replace(".", "_") == name]
     older = [p for p in rivals if _age_key(p) < _age_key(topic)]
     return min(older, key=_age_key) if older else None
+
+
+def placement_condition(assignment: Sequence[Mapping[str, Any]], reports: Mapping[str, Any]) -> Condition:
+    """``PartitionsPlaced``: whether each LogDir's agent reports every partition assigned to it.
+
+    Ready says the controller's part is done (a valid assignment); this says the data is
+    there, from the agents' own entries under ``status.logDirs`` (``kubectl wait
+    --for=condition=PartitionsPlaced`` waits for both).
+    """
+    if not assignment:
+        return Condition("PartitionsPlaced", False, "NotAssigned", "no partition is assigned")
+    missing: dict[str, list[int]] = {}
+    for entry in assignment:
+        for logdir in entry["logDirs"]:
+            held = ((reports.get(logdir) or {}).get("partitions") or {})
+            if str(entry["partition"]) not in held:
+                missing.setdefault(logdir, []).append(int(entry["partition"]))
+    if missing:
+        waiting = "; ".join(f"{d}: {ps}" for d, ps in sorted(missing.items()))
+        return Condition("PartitionsPlaced", False, "WaitingForAgents",
+                         f"not yet reported by their LogDir's agent: {waiting}")
+    replicas = sum(len(e["logDirs"]) for e in assignment)
+    return Condition("PartitionsPlaced", True, "AllPlaced",
+                     f"all {replicas} partition replica{'s' if replicas != 1 else ''} are held by their LogDirs")
 
 
 @dataclass(frozen=True)
@@ -110,6 +135,7 @@ def plan_topic(topic: Mapping[str, Any], peers: Iterable[Mapping[str, Any]],
                     conditions.append(Condition("Ready", True, plan.reason, plan.message))
                 else:
                     conditions.append(Condition("Ready", False, plan.reason, plan.message))
+    conditions.append(placement_condition(assignment, status.get("logDirs") or {}))
     fragment: Json = {
         "observedGeneration": generation,
         "topicName": name,
