@@ -227,6 +227,7 @@ def test_the_logdir_status_joins_the_controllers_claims_and_the_agents_usage_and
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["DiskPressure"]["status"] == "False"
     assert conditions["CheckpointStale"]["status"] == "False"
+    assert conditions["RetentionHealthy"]["status"] == "True"
     assert conditions["Ready"]["reason"] == "AgentNotReady"   # the controller's: no pod runs in the test bed
 
 

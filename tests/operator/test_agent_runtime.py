@@ -43,15 +43,15 @@ def test_volumes_report_capacity_usage_and_the_partitions_they_hold(engine: Engi
 
 def test_disk_pressure_is_raised_when_free_space_falls_under_the_threshold(engine: Engine) -> None:
     volume = {"name": "data-0", "capacityBytes": 100, "usedBytes": 95, "freeBytes": 5, "logBytes": 0, "partitions": 0}
-    [pressure, _] = agent(engine, disk_pressure_free_ratio=0.1).conditions([volume])
+    [pressure, _, _] = agent(engine, disk_pressure_free_ratio=0.1).conditions([volume])
     assert pressure.type == "DiskPressure" and pressure.status is True and "data-0 (5.0% free)" in pressure.message
-    [relaxed, _] = agent(engine, disk_pressure_free_ratio=0.01).conditions([volume])
+    [relaxed, _, _] = agent(engine, disk_pressure_free_ratio=0.01).conditions([volume])
     assert relaxed.status is False
 
 
 def test_checkpoints_are_stale_once_they_stop_for_three_intervals(engine: Engine) -> None:
     a = agent(engine)
-    [_, fresh] = a.conditions([])
+    [_, fresh, _] = a.conditions([])
     assert fresh.type == "CheckpointStale" and fresh.status is False and "no checkpoint written yet" in fresh.message
     a.write_checkpoints()
     assert a.conditions([])[1].status is False
@@ -95,3 +95,14 @@ def test_intervals_follow_the_engine_settings_and_never_means_never(engine: Engi
     assert intervals.retention == 300.0 and intervals.cleaner == 15.0 and intervals.checkpoints == 1.0
     assert intervals.flush is None    # log.flush.scheduler.interval.ms defaults to Long.MAX
     assert intervals.deletion == 30.0 and intervals.status == 5.0
+
+
+def test_retention_is_unhealthy_while_its_last_check_failed(engine: Engine) -> None:
+    a = agent(engine)
+    assert a.conditions([])[2].reason == "NotRunYet"
+    a.run_retention()
+    healthy = a.conditions([])[2]
+    assert healthy.type == "RetentionHealthy" and healthy.status is True and "every 300s" in healthy.message
+    engine.tasks["retention"].last_error = "disk I/O error"
+    failing = a.conditions([])[2]
+    assert failing.status is False and failing.reason == "RetentionFailing" and "disk I/O error" in failing.message

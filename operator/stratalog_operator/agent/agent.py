@@ -42,6 +42,9 @@ Json = dict[str, Any]
 Key = tuple[str, str]   # namespace, name
 
 
+AGENT_CONDITIONS = ("DiskPressure", "CheckpointStale", "RetentionHealthy")
+
+
 def agent_manager(logdir: str) -> str:
     return f"stratalog-agent-{logdir}"[:128]
 
@@ -283,6 +286,14 @@ class Agent:
             conditions.append(Condition("CheckpointStale", False, "CheckpointsCurrent",
                                         "checkpoints are written on schedule" if age is not None
                                         else "no checkpoint written yet"))
+        retention = self.engine.tasks.get("retention")
+        if retention is not None and retention.last_error:
+            conditions.append(Condition("RetentionHealthy", False, "RetentionFailing",
+                                        f"the last retention check failed: {retention.last_error}"))
+        else:
+            conditions.append(Condition("RetentionHealthy", True, "RetentionRunning" if retention else "NotRunYet",
+                                        "retention checks run every "
+                                        f"{self.engine.config.log_retention_check_interval_ms / 1000:g}s"))
         return conditions
 
     def _logdir_due(self, old: Mapping[str, Any], new: Mapping[str, Any], elapsed: float) -> bool:
@@ -299,7 +310,7 @@ class Agent:
         volumes = self.volumes()
         conditions = self.conditions(volumes)
         status = body.get("status") or {}
-        own = [c for c in status.get("conditions") or [] if c.get("type") in ("DiskPressure", "CheckpointStale")]
+        own = [c for c in status.get("conditions") or [] if c.get("type") in AGENT_CONDITIONS]
         shown = [{k: v for k, v in vol.items() if k != "freeBytes"} for vol in volumes]
         # Usage in MiB steps: bytes move with every append and would otherwise be written each time.
         coarse = [{**v, "usedBytes": v["usedBytes"] >> 20 << 20, "logBytes": v["logBytes"] >> 20 << 20}
