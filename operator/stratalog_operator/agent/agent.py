@@ -291,7 +291,8 @@ class Agent:
             conditions.append(Condition("RetentionHealthy", False, "RetentionFailing",
                                         f"the last retention check failed: {retention.last_error}"))
         else:
-            conditions.append(Condition("RetentionHealthy", True, "RetentionRunning" if retention else "NotRunYet",
+            # One reason before and after the first check: its first run is no news worth a write.
+            conditions.append(Condition("RetentionHealthy", True, "NoFailures",
                                         "retention checks run every "
                                         f"{self.engine.config.log_retention_check_interval_ms / 1000:g}s"))
         return conditions
@@ -312,9 +313,10 @@ class Agent:
         status = body.get("status") or {}
         own = [c for c in status.get("conditions") or [] if c.get("type") in AGENT_CONDITIONS]
         shown = [{k: v for k, v in vol.items() if k != "freeBytes"} for vol in volumes]
-        # Usage in MiB steps: bytes move with every append and would otherwise be written each time.
-        coarse = [{**v, "usedBytes": v["usedBytes"] >> 20 << 20, "logBytes": v["logBytes"] >> 20 << 20}
-                  for v in shown]
+        # Usage in steps of 1% of the volume (at least 1 MiB): bytes move with every append, and a
+        # shared filesystem's usage with every other writer; exact figures are in /metrics.
+        coarse = [{**v, "usedBytes": _step(v["usedBytes"], v["capacityBytes"]),
+                   "logBytes": _step(v["logBytes"], v["capacityBytes"])} for v in shown]
         fragment: Json = {"volumes": coarse,
                           "conditions": merge_conditions(own, conditions, generation=None, now=now_rfc3339(),
                                                          keep_others=False)}
@@ -338,6 +340,11 @@ def _logdir_due_impl(policy: WritePolicy, old: Mapping[str, Any], new: Mapping[s
     if old["conditions"] != new["conditions"] or counts:
         return elapsed >= policy.min_interval
     return elapsed >= policy.max_interval
+
+
+def _step(n: int, capacity: int) -> int:
+    step = max(1 << 20, capacity // 100)
+    return n // step * step
 
 
 def _same_conditions(current: list[Mapping[str, Any]], wanted: list[Condition]) -> bool:
