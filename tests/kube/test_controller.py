@@ -14,7 +14,6 @@ import itertools
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from stratalog_operator.properties import digest
 
 from .conftest import REPO, KubeCluster
+from .roles import free_port
 
 STRATALOG = Path(sys.executable).with_name("stratalog")
 EXAMPLES = REPO / "examples"
@@ -165,12 +165,6 @@ def assignment(obj: Json | None) -> dict[int, list[str]]:
 
 # -- the controller as a process -----------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Operator:
     """``stratalog operator --namespace NS`` as a subprocess, with its /metrics."""
 
@@ -187,7 +181,7 @@ class Operator:
     def start(self) -> None:
         assert self.proc is None
         self.runs += 1
-        self.port = _free_port()
+        self.port = free_port()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [str(STRATALOG), "operator", "--namespace", self.ns, "--metrics-listen", f"127.0.0.1:{self.port}",

@@ -58,7 +58,6 @@ class Controller:
         self._retries: dict[Key, asyncio.Task[None]] = {}
         self._resync_task: asyncio.Task[None] | None = None
         self._attempts: dict[Key, int] = {}
-        self.ready = asyncio.Event()
 
     # -- state from the indexes ---------------------------------------------------------------
     def _in(self, store: Mapping[Key, Json], namespace: str) -> list[Json]:
@@ -171,7 +170,6 @@ class Controller:
         async def logdir_event(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str | None,
                                **_: Any) -> None:
             assert namespace is not None and name is not None
-            self.ready.set()
             key = ("LogDir", namespace, name)
             if event.get("type") == "DELETED":
                 self.logdirs.pop(key, None)
@@ -188,7 +186,6 @@ class Controller:
         async def topic_event(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str | None,
                               **_: Any) -> None:
             assert namespace is not None and name is not None
-            self.ready.set()
             key = ("Topic", namespace, name)
             previous = self.topics.get(key)
             if event.get("type") == "DELETED":
