@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from stratalog.cleaner.transactions import AbortedTransaction
+from stratalog.cleaner.transactions import AbortedTransaction, scan_aborted
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .arrow_rows import record_batches
@@ -22,7 +22,7 @@ from .options import OptionError, SourceOptions
 from .planning import OffsetRange, plan
 from .schema import arrow_schema
 from .store import Location, PartitionOffsets, data_loss_handler, open_store
-from .transactions import AbortedFilter, scan_aborted
+from .transactions import AbortedFilter
 
 
 @dataclass

@@ -10,30 +10,10 @@ cleaner's ``TransactionTracker`` then answers batch by batch, in offset order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from stratalog.cleaner.transactions import AbortedTransaction, TransactionTracker, control_type
-from stratalog.records import BatchHeader, ControlRecordType, parse_header
-
-
-def scan_aborted(raw_batches: Iterable[bytes]) -> list[AbortedTransaction]:
-    """Aborted transactions of a partition, from its batches in offset order (``scan_aborted_transactions``)."""
-    ongoing: dict[int, int] = {}
-    aborted = []
-    for data in raw_batches:
-        if data[16] < 2:
-            continue
-        header = parse_header(data)
-        if not header.is_transactional:
-            continue
-        if not header.is_control:
-            ongoing.setdefault(header.producer_id, header.base_offset)
-            continue
-        first = ongoing.pop(header.producer_id, None)
-        if control_type(data, header) == ControlRecordType.ABORT and first is not None:
-            aborted.append(AbortedTransaction(header.producer_id, first, header.last_offset))
-    aborted.sort(key=lambda t: t.first_offset)
-    return aborted
+from stratalog.records import BatchHeader
 
 
 class AbortedFilter:

@@ -15,6 +15,7 @@ pass meets a transactional batch at all. The rules then follow Kafka:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..log import Log
@@ -28,25 +29,31 @@ class AbortedTransaction:
     last_offset: int  # the ABORT marker's offset
 
 
-def scan_aborted_transactions(log: Log) -> list[AbortedTransaction]:
+def scan_aborted(raw_batches: Iterable[bytes]) -> list[AbortedTransaction]:
+    """Aborted transactions from a partition's batches in offset order, by a header scan.
+
+    Shared by the cleaner (over a Log's segments) and the Spark reader (over fetched bytes).
+    """
     ongoing: dict[int, int] = {}
     aborted: list[AbortedTransaction] = []
-    for segment in log.segments:
-        for info, data in segment.log.batches_with_data(0):
-            if info.magic < 2:
-                continue
-            header = parse_header(data)
-            if not header.is_transactional:
-                continue
-            if not header.is_control:
-                ongoing.setdefault(header.producer_id, header.base_offset)
-                continue
-            marker = control_type(data, header)
-            first = ongoing.pop(header.producer_id, None)
-            if marker == ControlRecordType.ABORT and first is not None:
-                aborted.append(AbortedTransaction(header.producer_id, first, header.last_offset))
+    for data in raw_batches:
+        if data[16] < 2:   # magic: v0/v1 batches have no transactions
+            continue
+        header = parse_header(data)
+        if not header.is_transactional:
+            continue
+        if not header.is_control:
+            ongoing.setdefault(header.producer_id, header.base_offset)
+            continue
+        first = ongoing.pop(header.producer_id, None)
+        if control_type(data, header) == ControlRecordType.ABORT and first is not None:
+            aborted.append(AbortedTransaction(header.producer_id, first, header.last_offset))
     aborted.sort(key=lambda t: t.first_offset)
     return aborted
+
+
+def scan_aborted_transactions(log: Log) -> list[AbortedTransaction]:
+    return scan_aborted(data for segment in log.segments for _, data in segment.log.batches_with_data(0))
 
 
 def control_type(data: bytes, header: BatchHeader) -> ControlRecordType | None:
