@@ -55,7 +55,6 @@ import asyncio
 import hashlib
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -71,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from . import machine
+from .service import start_server
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, Stopwatch, build_pool, read_raw, write_small_segments
 
 REPO = Path(__file__).resolve().parent.parent
@@ -647,23 +647,8 @@ async def kafka_service(bootstrap: str, pid: int, topic: str, clients: int, seco
 
 
 def start_stratalog_serve(directory: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``stratalog serve`` on a free loopback port, no periodic tasks (as bench/service.py starts it)."""
-    command = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())", "serve",
-               "--data-dir", str(directory), "--listen", "127.0.0.1:0", "--no-schedule"]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_clean_env())
-    deadline = time.monotonic() + 60
-    pattern = re.compile(r"listening on (http://[^\s]+)")
-    while time.monotonic() < deadline:
-        found = pattern.search(log_path.read_text(errors="replace"))
-        if found:
-            return process, found.group(1)
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    process.kill()
-    process.wait()
-    raise RuntimeError(f"stratalog serve did not start:\n{log_path.read_text(errors='replace')}")
+    """``stratalog serve`` on a free loopback port, no periodic tasks, as bench/service.py starts it."""
+    return start_server(directory, log_path, env=_clean_env())
 
 
 async def stratalog_service(base: str, pid: int, topic: str, clients: int, seconds: float, fetch_bytes: int,

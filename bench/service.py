@@ -168,11 +168,12 @@ class _LibraryFetcher(_LibraryWorker):
 
 
 # -- the API, against a stratalog serve subprocess ---------------------------------------------------
-def start_server(directory: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(directory: Path, log_path: Path, env: dict[str, str] | None = None
+                 ) -> tuple[subprocess.Popen[bytes], str]:
     command = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())", "serve",
                "--data-dir", str(directory), "--listen", "127.0.0.1:0", "--no-schedule"]
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = _LISTENING.search(log_path.read_text(errors="replace"))
@@ -182,6 +183,7 @@ def start_server(directory: Path, log_path: Path) -> tuple[subprocess.Popen[byte
             break
         time.sleep(0.05)
     process.kill()
+    process.wait()
     raise SystemExit(f"stratalog serve did not start:\n{log_path.read_text(errors='replace')}")
 
 
