@@ -235,17 +235,20 @@ class Operator:
         return self.samples().get(key, 0.0)
 
     def settle(self) -> float:
-        """Wait until neither writes nor reconciles move for a second; returns the write count."""
+        """Wait until neither writes nor reconciles move for three seconds; returns the write count."""
         def counters() -> dict[Any, float]:
             return {k: v for k, v in self.samples().items()
                     if k[0] in ("stratalog_operator_api_writes_total", "stratalog_operator_reconciles_total")}
         previous = [counters()]
+        streak = [0]
 
         def quiet() -> bool:
+            # Three quiet seconds in a row: under load (CI's full suite) a single quiet second
+            # was once a lull between the last setup writes.
             now = counters()
-            same = now == previous[0]
+            streak[0] = streak[0] + 1 if now == previous[0] else 0
             previous[0] = now
-            return same
+            return streak[0] >= 3
         wait_until("the controller to go quiet", quiet, interval=1.0)
         return self.writes()
 
