@@ -14,7 +14,7 @@ import json
 import signal
 import sys
 
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 
 from .workload import TOPIC, append_batches, batches_for, build_pool
 

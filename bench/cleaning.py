@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stratalog.cleaner import LogCleaner
-from stratalog.config import EngineConfig
-from stratalog.log_manager import LogManager
+from stratalog.storage.cleaner import LogCleaner
+from stratalog.common.config import EngineConfig
+from stratalog.storage.log_manager import LogManager
 from stratalog.records import Record, build_batch
-from stratalog.retention import delete_old_segments
+from stratalog.storage.retention import delete_old_segments
 
 from .machine import page_cache_ceilings
 

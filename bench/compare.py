@@ -207,7 +207,7 @@ def _timed(watch: Stopwatch) -> dict[str, float]:
 
 
 def side_open(data_dir: Path, reads: int) -> dict[str, Any]:
-    from stratalog.log_manager import open_log_manager
+    from stratalog.storage.log_manager import open_log_manager
 
     with Stopwatch() as watch:
         manager = open_log_manager([data_dir])
@@ -233,9 +233,9 @@ def side_open(data_dir: Path, reads: int) -> dict[str, Any]:
 
 
 def side_clean(data_dir: Path) -> dict[str, Any]:
-    from stratalog.cleaner import LogCleaner
-    from stratalog.config import EngineConfig
-    from stratalog.log_manager import LogManager
+    from stratalog.storage.cleaner import LogCleaner
+    from stratalog.common.config import EngineConfig
+    from stratalog.storage.log_manager import LogManager
 
     manager = LogManager([data_dir], EngineConfig.from_properties({"log.cleaner.threads": "1"})).open()
     log = next(iter(manager.logs().values()))
@@ -365,8 +365,8 @@ def append_open_read(work: Path, args: argparse.Namespace, harness: KafkaHarness
 
 def make_small_segments(directory: Path, count: int) -> tuple[int, float]:
     """``count`` one-batch segments written with stratalog's LogSegment, then a clean open + close."""
-    from stratalog.log_manager import open_log_manager
-    from stratalog.names import TopicPartition
+    from stratalog.storage.log_manager import open_log_manager
+    from stratalog.common.names import TopicPartition
 
     manager = open_log_manager([directory])
     manager.create_topic(SMALL_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
@@ -421,8 +421,8 @@ def clean_open_small(work: Path, args: argparse.Namespace, harness: KafkaHarness
 # -- storage: compaction ------------------------------------------------------------------------------
 
 def make_compacted(directory: Path, size_mb: int, record_bytes: int) -> dict[str, Any]:
-    from stratalog.config import EngineConfig
-    from stratalog.log_manager import LogManager
+    from stratalog.common.config import EngineConfig
+    from stratalog.storage.log_manager import LogManager
 
     from .cleaning import _fill
 

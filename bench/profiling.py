@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from stratalog.log import wall_clock_ms
-from stratalog.log_manager import LogManager, open_log_manager
-from stratalog.names import TopicPartition
+from stratalog.storage.log import wall_clock_ms
+from stratalog.storage.log_manager import LogManager, open_log_manager
+from stratalog.common.names import TopicPartition
 from stratalog.records import Record, build_batch
 
 from . import machine

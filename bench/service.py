@@ -45,8 +45,8 @@ from pathlib import Path
 
 import aiohttp
 
-from stratalog.log import Log
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log import Log
+from stratalog.storage.log_manager import open_log_manager
 
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, build_pool
 

@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stratalog.cleaner import LogCleaner
-from stratalog.cleaner.plan import apply_to_partition
-from stratalog.config import EngineConfig
-from stratalog.log_manager import LogManager, open_log_manager
+from stratalog.storage.cleaner import LogCleaner
+from stratalog.storage.cleaner.plan import apply_to_partition
+from stratalog.common.config import EngineConfig
+from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.records import Record, build_batch
 
 RECORDS_PER_BATCH = 500

@@ -42,10 +42,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from stratalog.checkpoint import OffsetCheckpointFile
-from stratalog.log import wall_clock_ms
-from stratalog.log_manager import open_log_manager
-from stratalog.names import RECOVERY_POINT_CHECKPOINT, TopicPartition
+from stratalog.storage.checkpoint import OffsetCheckpointFile
+from stratalog.storage.log import wall_clock_ms
+from stratalog.storage.log_manager import open_log_manager
+from stratalog.common.names import RECOVERY_POINT_CHECKPOINT, TopicPartition
 from stratalog.records import Record, build_batch
 
 from . import machine

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stratalog.config import LogConfig
-from stratalog.leader_epoch import LeaderEpochCache
-from stratalog.log import Log, wall_clock_ms
+from stratalog.common.config import LogConfig
+from stratalog.storage.leader_epoch import LeaderEpochCache
+from stratalog.storage.log import Log, wall_clock_ms
 from stratalog.records import Record, build_batch, set_offsets_in_place
-from stratalog.segment import LogSegment
+from stratalog.storage.segment import LogSegment
 
 MIB = 1 << 20
 TOPIC = "bench"

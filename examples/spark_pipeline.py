@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
 import stratalog_spark
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 from stratalog_spark.jobs.compaction_plan import apply_plans, plan_topic
 from stratalog_spark.store import Location
 

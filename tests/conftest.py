@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stratalog.config import LogConfig
-from stratalog.loader import load_log
-from stratalog.log import Log
-from stratalog.names import TopicPartition
+from stratalog.common.config import LogConfig
+from stratalog.storage.loader import load_log
+from stratalog.storage.log import Log
+from stratalog.common.names import TopicPartition
 from stratalog.records import Compression, Header, Record, build_batch
 
 REPO = Path(__file__).resolve().parent.parent

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from stratalog.cleaner import LogCleaner
-from stratalog.cleaner.offset_map import OffsetMap
-from stratalog.log_manager import LogManager
-from stratalog.config import EngineConfig
+from stratalog.storage.cleaner import LogCleaner
+from stratalog.storage.cleaner.offset_map import OffsetMap
+from stratalog.storage.log_manager import LogManager
+from stratalog.common.config import EngineConfig
 from stratalog.records import (
     Compression,
     ControlRecordType,

@@ -332,7 +332,7 @@ def test_an_invalid_config_value_is_refused_on_create_and_alter(data, topic, con
 
 HOLDER = textwrap.dedent("""
     import sys
-    from stratalog.log_manager import open_log_manager
+    from stratalog.storage.log_manager import open_log_manager
     manager = open_log_manager([sys.argv[1]])
     print("ready", flush=True)
     sys.stdin.read()  # hold the directory until the test closes our stdin

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from stratalog.cleaner.plan import apply_compaction_plan, apply_to_partition
-from stratalog.cleaner.plan_file import (
+from stratalog.storage.cleaner.plan import apply_compaction_plan, apply_to_partition
+from stratalog.storage.cleaner.plan_file import (
     CompactionPlanError,
     KeepFileWriter,
     iter_keep_offsets,
     sidecar_path,
     write_keep_file,
 )
-from stratalog.log_manager import LogManager, open_log_manager
+from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.records import Compression, Record, build_batch
 
 

@@ -1,4 +1,4 @@
-"""Behaviour of stratalog.config: Kafka 4.x defaults and ranges, parsing, synonyms, errors."""
+"""Behaviour of stratalog.common.config: Kafka 4.x defaults and ranges, parsing, synonyms, errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stratalog.config import (
+from stratalog.common.config import (
     DOUBLE_MAX,
     ENGINE_CONFIGS,
     INT32_MAX,
@@ -30,7 +30,7 @@ from stratalog.config import (
     topic_config_key,
     validate_topic_overrides,
 )
-from stratalog.errors import InvalidConfigError
+from stratalog.common.errors import InvalidConfigError
 
 WEEK_MS = 604800000
 

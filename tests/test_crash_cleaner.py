@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stratalog.cleaner import LogCleaner
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.cleaner import LogCleaner
+from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Record, build_batch
 
 CLEANER = Path(__file__).parent / "processes" / "cleaner.py"

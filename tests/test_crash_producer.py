@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 
 PRODUCER = Path(__file__).parent / "processes" / "producer.py"
 TRIALS = int(os.environ.get("STRATALOG_CRASH_TRIALS", "60"))

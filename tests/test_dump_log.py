@@ -21,7 +21,7 @@ from crc32c import crc32c
 from kafka_tools import KafkaToolchain, kafka_toolchain  # noqa: F401  (fixture)
 
 from stratalog.cli import main
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import (
     Compression,
     ControlRecordType,

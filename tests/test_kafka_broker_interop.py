@@ -54,7 +54,7 @@ import pytest
 from kafka_broker import KafkaBroker
 from kafka_tools import KafkaToolchain, ToolResult, kafka_toolchain  # noqa: F401  (kafka_toolchain is a fixture)
 
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Header, Record, build_batch
 
 T0 = 1_700_000_000_000

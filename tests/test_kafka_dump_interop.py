@@ -45,7 +45,7 @@ from kafka_tools import (  # noqa: F401  (kafka_toolchain is a fixture)
     kafka_toolchain_or_error,
 )
 
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Header, Record, build_batch
 
 T0 = 1_700_000_000_000

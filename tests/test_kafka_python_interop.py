@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from stratalog.log import Log
+from stratalog.storage.log import Log
 from stratalog.records import Compression, Header, Record, build_batch, iter_batch_infos
 
 T0 = 1_700_000_000_000  # the conftest clock's "now"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import batch
-from stratalog.errors import (
+from stratalog.common.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -16,7 +16,7 @@ from stratalog.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from stratalog.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from stratalog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from stratalog.records import Compression, Record, TimestampType, build_batch, decode_records, parse_header
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import batch
-from stratalog.errors import (
+from stratalog.common.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
@@ -21,7 +21,7 @@ from stratalog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from stratalog.log_manager import LogManager, open_log_manager
+from stratalog.storage.log_manager import LogManager, open_log_manager
 
 
 def tree(root: Path) -> list[str]:
@@ -89,8 +89,8 @@ def test_a_second_process_on_a_locked_directory_gets_a_clear_error_and_touches_n
     manager.create_topic("t", 1)
     before = tree(tmp_path)
     script = textwrap.dedent(f"""
-        from stratalog.log_manager import open_log_manager
-        from stratalog.errors import LogDirLockedError
+        from stratalog.storage.log_manager import open_log_manager
+        from stratalog.common.errors import LogDirLockedError
         try:
             open_log_manager([{str(tmp_path)!r}])
         except LogDirLockedError as e:

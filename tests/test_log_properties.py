@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from stratalog.config import LogConfig
-from stratalog.errors import RecordBatchTooLargeError
-from stratalog.loader import load_log
-from stratalog.log import Log
-from stratalog.names import TopicPartition
+from stratalog.common.config import LogConfig
+from stratalog.common.errors import RecordBatchTooLargeError
+from stratalog.storage.loader import load_log
+from stratalog.storage.log import Log
+from stratalog.common.names import TopicPartition
 from stratalog.records import Compression, Header, Record, build_batch, iter_batch_infos, parse_header
 
 TP = TopicPartition("props", 0)

@@ -17,7 +17,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 from stratalog.records import (
     LOG_OVERHEAD,
     V2_HEADER_SIZE,

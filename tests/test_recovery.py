@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 from conftest import batch
-from stratalog.config import LogConfig
-from stratalog.loader import load_log
-from stratalog.names import TopicPartition
+from stratalog.common.config import LogConfig
+from stratalog.storage.loader import load_log
+from stratalog.common.names import TopicPartition
 
 TP = TopicPartition("t", 0)
 

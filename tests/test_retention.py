@@ -7,10 +7,10 @@ import os
 import pytest
 
 from conftest import batch
-from stratalog.config import LogConfig
-from stratalog.errors import OffsetOutOfRangeError
+from stratalog.common.config import LogConfig
+from stratalog.common.errors import OffsetOutOfRangeError
 from stratalog.records import Record, build_batch
-from stratalog.retention import (
+from stratalog.storage.retention import (
     LOG_START_OFFSET_BREACH,
     RETENTION_SIZE_BREACH,
     RETENTION_TIME_BREACH,

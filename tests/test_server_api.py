@@ -74,7 +74,7 @@ def test_before_the_engine_is_open_v1_answers_503_but_health_and_status_answer(t
 
     from stratalog.server.app import create_app
     from stratalog.server.state import ServerState
-    from stratalog.service import Engine
+    from stratalog.broker.engine import Engine
 
     async def scenario() -> dict[str, tuple[int, Any]]:
         state = ServerState(Engine([tmp_path / "data"], schedule=False))

@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from schemathesis.config import SchemathesisConfig
 
 from server_harness import RECORD_BATCH, STRATALOG, Server
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 from stratalog.server.openapi import build_document
 from stratalog.server.state import Settings
 

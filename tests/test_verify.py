@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from stratalog.cli import main
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Record, build_batch
 
 T0 = 1_700_000_000_000
@@ -182,7 +182,7 @@ def test_a_checkpoint_that_does_not_parse_is_an_error(data_dir, capsys):
 
 def test_the_untrimmed_indexes_of_a_crash_are_not_corruption(tmp_path, capsys):
     directory = tmp_path / "data"
-    script = (f"import os\nfrom stratalog.log_manager import open_log_manager\nfrom stratalog.records import "
+    script = (f"import os\nfrom stratalog.storage.log_manager import open_log_manager\nfrom stratalog.records import "
               f"Record, build_batch\nm = open_log_manager([{str(directory)!r}])\n"
               f"m.create_topic('t', 1, {{'index.interval.bytes': '1'}})\nm.create_topic('idle', 1)\n"
               f"for i in range(5):\n    m.get_log('t', 0).append(build_batch([Record(0, {T0} + i, b'k', b'v')]))\n"

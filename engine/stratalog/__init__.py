@@ -1,14 +1,13 @@
 """stratalog: Apache Kafka's log storage layer, rebuilt in Python, byte-compatible with Kafka's on-disk format.
 
-Layers, each importing only those below it:
+Layers, each importing only those below it (docs/architecture.md; enforced by import-linter):
 
-    errors, names, config          vocabulary: error codes, file names, settings
-    records                        the v0/v1/v2 wire and disk format of record batches
-    index, file_records, segment   one segment: .log, .index, .timeindex
-    validation, log, loader        one partition: append/read/roll/truncate, crash recovery
-    checkpoint, dir_lock,
-    log_manager                    data directories: checkpoints, locks, topics
-    cli                            the ``stratalog`` command
+    cli                 the ``stratalog`` command
+    server              the HTTP API: parse, call the broker, encode
+    broker              what a broker does with a request, whatever carried it
+    storage             segments, logs, recovery, retention, the cleaner, checkpoints, the log manager
+    records             the v0/v1/v2 format of record batches: bytes only
+    common              error codes, names, settings, file primitives
 """
 
 __version__ = "0.1.0"

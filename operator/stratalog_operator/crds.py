@@ -1,7 +1,7 @@
-"""The ``LogDir`` and ``Topic`` CustomResourceDefinitions, generated from stratalog.config.
+"""The ``LogDir`` and ``Topic`` CustomResourceDefinitions, generated from stratalog.common.config.
 
 Why generated: config keys, their types, ranges and documentation are declared once in
-:data:`stratalog.config.TOPIC_CONFIGS` / :data:`~stratalog.config.ENGINE_CONFIGS`; the CRD
+:data:`stratalog.common.config.TOPIC_CONFIGS` / :data:`~stratalog.common.config.ENGINE_CONFIGS`; the CRD
 schemas are derived from those tables so that ``kubectl apply`` refuses exactly what the
 engine would refuse (unknown keys, wrong types, out-of-range values) and ``kubectl explain``
 shows the same documentation.
@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stratalog.config import ENGINE_CONFIGS, TOPIC_CONFIGS, ConfigKey, ConfigType
-from stratalog.names import MAX_TOPIC_NAME_LENGTH
+from stratalog.common.config import ENGINE_CONFIGS, TOPIC_CONFIGS, ConfigKey, ConfigType
+from stratalog.common.names import MAX_TOPIC_NAME_LENGTH
 
 __all__ = ["GROUP", "VERSION", "CATEGORY", "crds", "logdir_crd", "topic_crd", "config_schema",
            "to_yaml", "write", "main"]

@@ -1,7 +1,7 @@
 """CRD config maps (YAML-typed values, lists for list keys) to Kafka's property strings.
 
 The CRD schema already refused unknown keys and out-of-range values; parsing again with
-the engine's own :class:`~stratalog.config.ConfigKey` gives the engine's canonical text
+the engine's own :class:`~stratalog.common.config.ConfigKey` gives the engine's canonical text
 and catches whatever the schema cannot express (e.g. cross-key rules), with the engine's
 message naming the key.
 """
@@ -12,8 +12,8 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from stratalog.config import ENGINE_CONFIGS, TOPIC_CONFIGS, ConfigKey
-from stratalog.errors import InvalidConfigError
+from stratalog.common.config import ENGINE_CONFIGS, TOPIC_CONFIGS, ConfigKey
+from stratalog.common.errors import InvalidConfigError
 
 __all__ = ["engine_properties", "topic_overrides", "properties_text", "digest"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from stratalog.errors import UnknownTopicOrPartitionError
+from stratalog.common.errors import UnknownTopicOrPartitionError
 
 from .options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription, TopicPartition
 from .store import LogStore, PartitionOffsets

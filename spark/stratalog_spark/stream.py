@@ -30,7 +30,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from stratalog.errors import UnknownTopicOrPartitionError
+from stratalog.common.errors import UnknownTopicOrPartitionError
 
 from .offsets import StreamOffsets, from_json, rate_limit, resolve, subscribed, to_json
 from .options import SourceOptions, TopicPartition

@@ -40,7 +40,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType, TimestampType
 
-from stratalog.partitioner import partition_for_key
+from stratalog.broker.partitioner import partition_for_key
 from stratalog.records import Compression, Header, Record, build_batch
 
 from .options import OptionError, SinkOptions

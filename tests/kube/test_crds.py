@@ -1,4 +1,4 @@
-"""The LogDir/Topic CRDs: generated from stratalog.config, installed on a real kube-apiserver,
+"""The LogDir/Topic CRDs: generated from stratalog.common.config, installed on a real kube-apiserver,
 and refusing invalid resources at ``kubectl apply`` with messages naming the field."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stratalog.config import ENGINE_CONFIGS, TOPIC_CONFIGS
+from stratalog.common.config import ENGINE_CONFIGS, TOPIC_CONFIGS
 from stratalog_operator import crds as gen
 
 from .conftest import REPO, KubeCluster

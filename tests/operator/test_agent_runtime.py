@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from stratalog.service import Engine
+from stratalog.broker.engine import Engine
 from stratalog_operator.agent.agent import Agent, AgentSettings
 from stratalog_operator.agent.handlers import AgentRuntime, Intervals
 from stratalog_operator.kube import Kube

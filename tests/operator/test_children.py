@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stratalog.errors import InvalidConfigError
+from stratalog.common.errors import InvalidConfigError
 from stratalog_operator.children import AgentOptions, desired_children
 from stratalog_operator.names import agent_finalizer, statefulset_name
 from stratalog_operator.properties import digest

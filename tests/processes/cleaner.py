@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from stratalog.cleaner import LogCleaner
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.cleaner import LogCleaner
+from stratalog.storage.log_manager import open_log_manager
 
 
 def main() -> None:

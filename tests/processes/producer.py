@@ -13,7 +13,7 @@ import random
 import sys
 import time
 
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Record, build_batch
 
 

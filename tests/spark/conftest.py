@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from stratalog.log_manager import LogManager, open_log_manager
+from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.records import Record, build_batch
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from stratalog.cleaner.plan_file import read_header
+from stratalog.storage.cleaner.plan_file import read_header
 from stratalog.records import Compression, Record
 from stratalog_spark.jobs.cli import main as jobs_main
 from stratalog_spark.jobs.compaction_plan import plan_topic

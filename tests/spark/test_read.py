@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from stratalog.json_records import record_to_dict
+from stratalog.records.json_form import record_to_dict
 from stratalog.records import Compression, Header, Record, TimestampType
-from stratalog.retention import delete_records
+from stratalog.storage.retention import delete_records
 from stratalog_spark.options import parse_source_options
 from stratalog_spark.reader import RangePartition, StratalogBatchReader
 from stratalog_spark.schema import arrow_schema, kafka_schema, projection

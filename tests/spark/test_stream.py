@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stratalog.log_manager import LogManager
+from stratalog.storage.log_manager import LogManager
 from stratalog.records import Compression, Record
 from stratalog_spark.offsets import rate_limit
 

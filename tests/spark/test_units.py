@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 from stratalog.records import Compression, Header, Record, build_batch, decode_records, parse_header
 from stratalog_spark.columnar import Columns, add_batch
 from stratalog_spark.offsets import from_json, to_json

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from stratalog.partitioner import partition_for_key
+from stratalog.broker.partitioner import partition_for_key
 
 from server_harness import Server  # tests/ is on sys.path (its conftest)
 

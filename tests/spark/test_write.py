@@ -8,7 +8,7 @@ import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from pyspark.sql import types as T
 
-from stratalog.partitioner import murmur2, partition_for_key
+from stratalog.broker.partitioner import murmur2, partition_for_key
 
 from .conftest import engine
 

@@ -11,9 +11,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..errors import StratalogError
-from . import checkpoint, compact, consume, delete_records, dump_log, produce, retention, serve, topics, verify
-from . import apply_plan
+from stratalog.common.errors import StratalogError
+from stratalog.cli import checkpoint, compact, consume, delete_records, dump_log, produce, retention, serve, topics, verify
+from stratalog.cli import apply_plan
 
 _COMMANDS = (topics, produce, consume, dump_log, verify, checkpoint, retention, compact, delete_records, serve,
              apply_plan)

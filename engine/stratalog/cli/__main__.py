@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from stratalog.cli import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """``stratalog apply-compaction-plan``: clean one partition with a plan computed elsewhere (Spark).
 
 The plan (``<topic>-<p>.keep`` and its ``.json`` sidecar, see
-``stratalog.cleaner.plan_file``) says which offsets are their key's latest; the
+``stratalog.storage.cleaner.plan_file``) says which offsets are their key's latest; the
 engine applies it in one pass with the cleaner's own rewrite and crash-safe
 swap, then moves the partition's cleaner checkpoint to where the pass reached
 so the regular cleaner does not redo the work.
@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..cleaner.plan import apply_to_partition
-from .common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.storage.cleaner.plan import apply_to_partition
+from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
 
 
 def register(sub: Any) -> None:

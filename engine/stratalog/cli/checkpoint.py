@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
 
 
 def register(sub: Any) -> None:

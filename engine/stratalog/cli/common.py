@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..config import parse_key_value_pairs
-from ..log_manager import LogManager, open_log_manager
+from stratalog.common.config import parse_key_value_pairs
+from stratalog.storage.log_manager import LogManager, open_log_manager
 
 
 def add_data_dirs(parser: argparse.ArgumentParser, *, server: bool = False) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..cleaner import LogCleaner
-from .common import add_data_dirs, add_engine_config, opened, print_json
-from .remote import Client, check_local_only
+from stratalog.storage.cleaner import LogCleaner
+from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.cli.remote import Client, check_local_only
 
 
 def register(sub: Any) -> None:

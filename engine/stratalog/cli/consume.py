@@ -11,9 +11,9 @@ import argparse
 import sys
 from typing import Any
 
-from ..json_records import record_to_json
-from .common import add_data_dirs, add_engine_config, opened, print_json
-from .remote import Client, check_local_only, topic_path
+from stratalog.records.json_form import record_to_json
+from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.cli.remote import Client, check_local_only, topic_path
 
 FOLLOW_WAIT_MS = 30_000
 

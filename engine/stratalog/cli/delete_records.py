@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..retention import delete_records
-from .common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.storage.retention import delete_records
+from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
 
 
 def register(sub: Any) -> None:

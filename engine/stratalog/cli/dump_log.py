@@ -4,7 +4,7 @@ Operators compare this output with Kafka's, line for line, when they debug a
 segment, so every line follows Kafka 4.x's Java ``DumpLogSegments``: its exact
 wording, spacing and order, including its quirks (``-1 is followed by <base>``
 for a segment not starting at offset 0, index mismatches listed by descending
-offset). The files are only read (see ``stratalog.inspect``); nothing is
+offset). The files are only read (see ``stratalog.storage.inspect``); nothing is
 recovered or rebuilt (Kafka's tool itself cuts an index file of odd length).
 
 Where Kafka's tool dies with an exception this one reports and goes on: a file
@@ -29,8 +29,8 @@ from typing import Any, TextIO
 
 from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]  # no stubs in the dev deps
 
-from ..errors import CorruptRecordError
-from ..inspect import (
+from stratalog.common.errors import CorruptRecordError
+from stratalog.storage.inspect import (
     BatchSpan,
     BatchView,
     CorruptSnapshotError,
@@ -46,9 +46,9 @@ from ..inspect import (
     read_time_index,
     read_txn_index,
 )
-from ..names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from ..records import NO_TIMESTAMP, peek_batch
-from ..records.varint import Buffer
+from stratalog.common.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from stratalog.records import NO_TIMESTAMP, peek_batch
+from stratalog.records.varint import Buffer
 
 INT32_MAX = 2**31 - 1
 MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default: how far an index dump reads

@@ -12,13 +12,13 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ..errors import CorruptRecordError, InvalidPartitionsError, RecordBatchTooLargeError
-from ..json_records import record_from_json_line
-from ..partitioner import partition_for_key
-from ..records import Compression, Record, build_batch, iter_batch_infos, validate_batch
-from ..validation import validate_leader_batch
-from .common import add_data_dirs, add_engine_config, opened, print_json
-from .remote import Client, check_local_only, topic_path
+from stratalog.common.errors import CorruptRecordError, InvalidPartitionsError, RecordBatchTooLargeError
+from stratalog.records.json_form import record_from_json_line
+from stratalog.broker.partitioner import partition_for_key
+from stratalog.records import Compression, Record, build_batch, iter_batch_infos, validate_batch
+from stratalog.storage.validation import validate_leader_batch
+from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.cli.remote import Client, check_local_only, topic_path
 
 
 def register(sub: Any) -> None:

@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from ..errors import StratalogError
+from stratalog.common.errors import StratalogError
 
 JSON = "application/json"
 RECORD_BATCH = "application/vnd.kafka.record-batch"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..retention import delete_old_segments
-from .common import add_data_dirs, add_engine_config, opened, print_json
-from .remote import Client, check_local_only
+from stratalog.storage.retention import delete_old_segments
+from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.cli.remote import Client, check_local_only
 
 
 def register(sub: Any) -> None:

@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..config import parse_key_value_pairs
-from ..names import validate_topic_name
+from stratalog.common.config import parse_key_value_pairs
+from stratalog.common.names import validate_topic_name
 
 DEFAULT_LISTEN = "127.0.0.1:8092"
 
@@ -54,8 +54,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from ..server.run import ServeOptions, main, parse_create_topic, parse_listen
-        from ..server.state import Settings
+        from stratalog.server.run import ServeOptions, main, parse_create_topic, parse_listen
+        from stratalog.server.state import Settings
     except ImportError as error:  # the server extra is not installed
         raise SystemExit(f"stratalog serve: {error}; install the server extra: pip install 'stratalog[server]'") \
             from None

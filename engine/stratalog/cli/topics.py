@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..config import parse_key_value_pairs
-from ..log_manager import LogManager
-from .common import add_data_dirs, add_engine_config, opened, print_json
-from .remote import Client, check_local_only, topic_path
+from stratalog.common.config import parse_key_value_pairs
+from stratalog.storage.log_manager import LogManager
+from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.cli.remote import Client, check_local_only, topic_path
 
 
 def register(sub: Any) -> None:

@@ -23,11 +23,11 @@ from typing import Any
 
 from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]  # no stubs in the dev deps
 
-from ..checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, parse_properties
-from ..dir_lock import DirLock
-from ..errors import CheckpointError, LogDirError
-from ..inspect import CorruptSnapshotError, Finding, check_segment, read_producer_snapshot
-from ..names import (
+from stratalog.storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, parse_properties
+from stratalog.storage.dir_lock import DirLock
+from stratalog.common.errors import CheckpointError, LogDirError
+from stratalog.storage.inspect import CorruptSnapshotError, Finding, check_segment, read_producer_snapshot
+from stratalog.common.names import (
     CLEANED_SUFFIX,
     CLEANER_OFFSET_CHECKPOINT,
     DELETED_SUFFIX,

@@ -14,7 +14,7 @@ that knows how records are laid out:
 * ``varint`` - the ZigZag varints of v2 records.
 
 Every decoding function reports damaged or truncated bytes as
-``stratalog.errors.CorruptRecordError`` naming the byte position, never as
+``stratalog.common.errors.CorruptRecordError`` naming the byte position, never as
 another exception type.
 """
 

@@ -15,7 +15,7 @@ from enum import IntEnum
 
 from crc32c import crc32c
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 from stratalog.records.compression import Compression
 from stratalog.records.varint import Buffer
 

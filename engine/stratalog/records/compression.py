@@ -24,7 +24,7 @@ from enum import IntEnum
 
 import cramjam
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 
 
 class Compression(IntEnum):

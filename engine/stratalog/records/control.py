@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from enum import IntEnum
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 from stratalog.records.batch_header import NO_PARTITION_LEADER_EPOCH
 from stratalog.records.builder import build_batch
 from stratalog.records.record import Record

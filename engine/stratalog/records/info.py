@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 from stratalog.records.batch_header import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH, NO_TIMESTAMP
 from stratalog.records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, legacy_records, parse_legacy_entry
 from stratalog.records.reader import decode_records

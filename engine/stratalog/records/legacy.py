@@ -14,7 +14,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 from stratalog.records.batch_header import LOG_OVERHEAD, TimestampType
 from stratalog.records.compression import Compression, decompress
 from stratalog.records.record import Record

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 from stratalog.records.batch_header import (
     NO_TIMESTAMP,
     V2_HEADER_SIZE,

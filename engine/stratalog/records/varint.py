@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
-from stratalog.errors import CorruptRecordError
+from stratalog.common.errors import CorruptRecordError
 
 #: Anything records can be read from without copying.
 Buffer: TypeAlias = bytes | bytearray | memoryview

@@ -1,6 +1,6 @@
 """``stratalog serve``: the engine behind an HTTP API, with Kafka's schedule and Prometheus metrics.
 
-The service is a thin asyncio shell around one ``stratalog.service.Engine``:
+The service is a thin asyncio shell around one ``stratalog.broker.engine.Engine``:
 the event loop parses requests and waits (long polls), while every call that
 can touch the disk (appends with or without fsync, reads, topic admin,
 retention and cleaner passes) runs in a thread pool, so one slow fsync never

@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from . import maintenance, records, topics
-from .errors import error_middleware
-from .openapi import build_document
-from .state import STATE, ServerState
+from stratalog.server import maintenance, records, topics
+from stratalog.server.errors import error_middleware
+from stratalog.server.openapi import build_document
+from stratalog.server.state import STATE, ServerState
 
 OPENAPI = web.AppKey("stratalog_openapi", bytes)
 

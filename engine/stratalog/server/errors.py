@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from ..errors import StratalogError
+from stratalog.common.errors import StratalogError
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from aiohttp import web
 
-from ..cleaner import CleanReport
-from .. import __version__
-from . import params
-from .metrics import CONTENT_TYPE
-from .state import ServerState, state_of
+from stratalog.storage.cleaner import CleanReport
+from stratalog import __version__
+from stratalog.server import params
+from stratalog.server.metrics import CONTENT_TYPE
+from stratalog.server.state import ServerState, state_of
 
 
 

@@ -27,8 +27,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..cleaner import log_to_clean
-from ..names import (
+from stratalog.storage.cleaner import log_to_clean
+from stratalog.common.names import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -36,7 +36,7 @@ from ..names import (
 )
 
 if TYPE_CHECKING:
-    from ..service import Engine
+    from stratalog.broker.engine import Engine
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import __version__
-from .state import Settings
+from stratalog import __version__
+from stratalog.server.state import Settings
 
 JSON = "application/json"
 RECORD_BATCH = "application/vnd.kafka.record-batch"

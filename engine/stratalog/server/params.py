@@ -16,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ..names import validate_topic_name
-from .errors import BodyTooLargeError, RequestError
+from stratalog.common.names import validate_topic_name
+from stratalog.server.errors import BodyTooLargeError, RequestError
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

@@ -29,18 +29,18 @@ from typing import Any
 
 from aiohttp import web
 
-from ..errors import (
+from stratalog.common.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     StratalogError,
     UnknownTopicOrPartitionError,
 )
-from ..json_records import record_from_dict, record_to_dict
-from ..log import AppendInfo, FetchInfo, Log
-from ..names import TopicPartition
-from ..partitioner import partition_for_key
-from ..records import (
+from stratalog.records.json_form import record_from_dict, record_to_dict
+from stratalog.storage.log import AppendInfo, FetchInfo, Log
+from stratalog.common.names import TopicPartition
+from stratalog.broker.partitioner import partition_for_key
+from stratalog.records import (
     BatchInfo,
     Compression,
     Record,
@@ -51,11 +51,11 @@ from ..records import (
     parse_header,
     parse_legacy_entry,
 )
-from ..retention import delete_records
-from ..validation import validate_leader_batch
-from . import params
-from .errors import InvalidRequiredAcksError, RequestError, StorageError
-from .state import ServerState, state_of
+from stratalog.storage.retention import delete_records
+from stratalog.storage.validation import validate_leader_batch
+from stratalog.server import params
+from stratalog.server.errors import InvalidRequiredAcksError, RequestError, StorageError
+from stratalog.server.state import ServerState, state_of
 
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _RECORDS_BODY_FIELDS = {"records"}

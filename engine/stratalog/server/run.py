@@ -25,10 +25,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..errors import StratalogError
-from ..service import Engine
-from .app import create_app
-from .state import ServerState, Settings
+from stratalog.common.errors import StratalogError
+from stratalog.broker.engine import Engine
+from stratalog.server.app import create_app
+from stratalog.server.state import ServerState, Settings
 
 logger = logging.getLogger("stratalog.serve")
 

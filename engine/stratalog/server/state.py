@@ -22,11 +22,11 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from ..log_manager import LogManager
-from ..names import TopicPartition
-from ..service import Engine
-from .errors import NotReadyError
-from .metrics import ServerMetrics
+from stratalog.storage.log_manager import LogManager
+from stratalog.common.names import TopicPartition
+from stratalog.broker.engine import Engine
+from stratalog.server.errors import NotReadyError
+from stratalog.server.metrics import ServerMetrics
 
 T = TypeVar("T")
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from aiohttp import web
 
-from ..cleaner import log_to_clean
-from ..errors import InvalidPartitionsError
-from ..log import Log
-from ..log_manager import LogManager
-from ..names import TopicPartition
-from . import params
-from .state import ADMIN_BODY_LIMIT, ServerState, state_of
+from stratalog.storage.cleaner import log_to_clean
+from stratalog.common.errors import InvalidPartitionsError
+from stratalog.storage.log import Log
+from stratalog.storage.log_manager import LogManager
+from stratalog.common.names import TopicPartition
+from stratalog.server import params
+from stratalog.server.state import ADMIN_BODY_LIMIT, ServerState, state_of
 
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stratalog.errors import StratalogError, UnknownTopicOrPartitionError
-from stratalog.names import TopicPartition
-from stratalog.service import Engine
+from stratalog.common.errors import StratalogError, UnknownTopicOrPartitionError
+from stratalog.common.names import TopicPartition
+from stratalog.broker.engine import Engine
 
 from ..conditions import Condition, merge_conditions, now_rfc3339
 from ..kube import ApiError, Kube

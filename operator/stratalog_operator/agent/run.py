@@ -20,12 +20,12 @@ from pathlib import Path
 import kopf
 from kopf._core.intents.registries import SmartOperatorRegistry  # OperatorRegistry + default logins
 
-from stratalog.checkpoint import parse_properties
-from stratalog.config import parse_key_value_pairs
+from stratalog.storage.checkpoint import parse_properties
+from stratalog.common.config import parse_key_value_pairs
 from stratalog.server.app import create_app
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState
-from stratalog.service import Engine
+from stratalog.broker.engine import Engine
 
 from ..kube import Kube
 from ..metrics import OperatorMetrics

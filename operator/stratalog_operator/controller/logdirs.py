@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from stratalog.errors import InvalidConfigError
+from stratalog.common.errors import InvalidConfigError
 
 from ..children import AgentOptions, desired_children, owner_reference
 from ..conditions import Condition, merge_conditions, now_rfc3339

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stratalog.errors import StratalogError
-from stratalog.names import validate_topic_name
+from stratalog.common.errors import StratalogError
+from stratalog.common.names import validate_topic_name
 
 from ..assignment import AssignmentPlan, parse_assignment, plan_assignment, render_assignment
 from ..conditions import Condition, merge_conditions, now_rfc3339

@@ -30,8 +30,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from stratalog.cleaner.plan import apply_to_partition
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.cleaner.plan import apply_to_partition
+from stratalog.storage.log_manager import open_log_manager
 
 from ..store import Location, open_store
 from .keep_sink import NAME, SUMMARY_SUFFIX, KeepFilesDataSource

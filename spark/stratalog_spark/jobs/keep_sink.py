@@ -2,7 +2,7 @@
 
 Plans are written where the rows are: each task streams its rows - sorted by
 partition, then offset, one topic-partition never split across tasks - into
-one keep file per partition (``stratalog.cleaner.plan_file.KeepFileWriter``,
+one keep file per partition (``stratalog.storage.cleaner.plan_file.KeepFileWriter``,
 constant memory). Files are written under attempt-unique temporary names and
 published by the driver's ``commit`` only when every task succeeded, so a
 failed or retried job never leaves a half plan under the final name; ``abort``
@@ -22,7 +22,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from stratalog.cleaner.plan_file import KeepFileWriter, PlanHeader, keep_file_name, publish_keep_file
+from stratalog.storage.cleaner.plan_file import KeepFileWriter, PlanHeader, keep_file_name, publish_keep_file
 
 NAME = "stratalog_keep_files"
 SUMMARY_SUFFIX = ".plan-summary.json"

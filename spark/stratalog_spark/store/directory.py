@@ -23,10 +23,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from stratalog.checkpoint import OffsetCheckpointFile
-from stratalog.errors import CheckpointError, CorruptRecordError, LogDirLockedError, UnknownTopicOrPartitionError
-from stratalog.log_manager import LogManager, open_log_manager
-from stratalog.names import LOG_START_OFFSET_CHECKPOINT, TopicPartition, is_delete_dir, parse_partition_dir
+from stratalog.storage.checkpoint import OffsetCheckpointFile
+from stratalog.common.errors import CheckpointError, CorruptRecordError, LogDirLockedError, UnknownTopicOrPartitionError
+from stratalog.storage.log_manager import LogManager, open_log_manager
+from stratalog.common.names import LOG_START_OFFSET_CHECKPOINT, TopicPartition, is_delete_dir, parse_partition_dir
 from stratalog.records import decode_any
 
 from . import Appender, Chunk, DataLossHandler, PartitionOffsets

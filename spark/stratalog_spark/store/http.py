@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from stratalog.errors import CorruptRecordError, OffsetOutOfRangeError, StratalogError, UnknownTopicOrPartitionError
+from stratalog.common.errors import CorruptRecordError, OffsetOutOfRangeError, StratalogError, UnknownTopicOrPartitionError
 from stratalog.records import iter_batch_infos, parse_legacy_entry, validate_batch
 
 from . import Appender, Chunk, DataLossHandler, PartitionOffsets

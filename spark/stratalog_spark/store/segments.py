@@ -32,10 +32,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from stratalog.errors import CorruptRecordError
-from stratalog.file_records import FileRecords
-from stratalog.index import OffsetIndex, TimeIndex
-from stratalog.names import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, parse_segment_file
+from stratalog.common.errors import CorruptRecordError
+from stratalog.storage.file_records import FileRecords
+from stratalog.storage.index import OffsetIndex, TimeIndex
+from stratalog.common.names import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, parse_segment_file
 from stratalog.records import BatchInfo, parse_legacy_entry, validate_batch
 
 LIST_ATTEMPTS = 200

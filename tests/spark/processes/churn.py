@@ -14,8 +14,8 @@ import random
 import sys
 import time
 
-from stratalog.cleaner import LogCleaner
-from stratalog.log_manager import open_log_manager
+from stratalog.storage.cleaner import LogCleaner
+from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Record, build_batch
 
 

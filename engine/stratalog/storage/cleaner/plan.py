@@ -22,15 +22,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..log import Log
-from ..log_manager import LogManager
-from ..names import TopicPartition
-from ..records import Record
-from .cleaner import Cleaner, CleanerStats
-from .offset_map import OffsetMap
-from .plan_file import CompactionPlanError, PlanHeader, check_keep_file, iter_keep_offsets, read_header
-from .selection import cleanable_range
-from .throttler import Throttler
+from stratalog.storage.log import Log
+from stratalog.storage.log_manager import LogManager
+from stratalog.common.names import TopicPartition
+from stratalog.records import Record
+from stratalog.storage.cleaner.cleaner import Cleaner, CleanerStats
+from stratalog.storage.cleaner.offset_map import OffsetMap
+from stratalog.storage.cleaner.plan_file import CompactionPlanError, PlanHeader, check_keep_file, iter_keep_offsets, read_header
+from stratalog.storage.cleaner.selection import cleanable_range
+from stratalog.storage.cleaner.throttler import Throttler
 
 _NO_MORE = 2**63 - 1
 

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CorruptRecordError, StratalogError
-from .file_records import FileRecords
-from .index import OffsetIndex, TimeIndex
-from .names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
-from .records import BatchInfo, Record, decode_any, parse_legacy_entry, validate_batch
+from stratalog.common.errors import CorruptRecordError, StratalogError
+from stratalog.storage.file_records import FileRecords
+from stratalog.storage.index import OffsetIndex, TimeIndex
+from stratalog.common.names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
+from stratalog.records import BatchInfo, Record, decode_any, parse_legacy_entry, validate_batch
 
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1

@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .errors import CheckpointError
-from .names import TopicPartition
+from stratalog.common.errors import CheckpointError
+from stratalog.common.names import TopicPartition
 
 CHECKPOINT_VERSION = 0
 

@@ -11,7 +11,7 @@ CRD generators read the same tables to describe and validate settings.
 
 Defaults and ranges are Kafka 4.x's (``LogConfig``, ``ServerLogConfigs``,
 ``CleanerConfig``), with the deliberate exceptions noted at each key.  Every failure
-raises :class:`~stratalog.errors.InvalidConfigError` naming the key, the value given
+raises :class:`~stratalog.common.errors.InvalidConfigError` naming the key, the value given
 and what is allowed.
 """
 
@@ -29,7 +29,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
-from stratalog.errors import InvalidConfigError
+from stratalog.common.errors import InvalidConfigError
 
 __all__ = [
     "ConfigType",

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InvalidTopicError
+from stratalog.common.errors import InvalidTopicError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

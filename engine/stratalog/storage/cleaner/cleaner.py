@@ -32,11 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..config import LogConfig
-from ..crash_points import crash_point
-from ..log import Log
-from ..names import CLEANED_SUFFIX
-from ..records import (
+from stratalog.common.config import LogConfig
+from stratalog.common.crash_points import crash_point
+from stratalog.storage.log import Log
+from stratalog.common.names import CLEANED_SUFFIX
+from stratalog.records import (
     BatchHeader,
     BatchInfo,
     Record,
@@ -46,12 +46,12 @@ from ..records import (
     decode_records,
     parse_header,
 )
-from ..segment import INT32_MAX, LogSegment
-from .offset_map import OffsetMap
-from .selection import LogToClean
-from .throttler import Throttler
-from .producers import last_batches_of_active_producers
-from .transactions import TransactionTracker, control_type, scan_aborted_transactions
+from stratalog.storage.segment import INT32_MAX, LogSegment
+from stratalog.storage.cleaner.offset_map import OffsetMap
+from stratalog.storage.cleaner.selection import LogToClean
+from stratalog.storage.cleaner.throttler import Throttler
+from stratalog.storage.cleaner.producers import last_batches_of_active_producers
+from stratalog.storage.cleaner.transactions import TransactionTracker, control_type, scan_aborted_transactions
 
 Progress = Callable[[int], None]
 

@@ -21,7 +21,7 @@ import struct
 from array import array
 from pathlib import Path
 
-from .errors import CorruptIndexError
+from stratalog.common.errors import CorruptIndexError
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import LogConfig
-from .errors import (
+from stratalog.common.config import LogConfig
+from stratalog.common.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
 )
-from .names import TopicPartition
-from .records import (
+from stratalog.common.names import TopicPartition
+from stratalog.records import (
     Compression,
     TimestampType,
     build_batch,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checkpoint import LeaderEpochCheckpointFile
-from .names import LEADER_EPOCH_CHECKPOINT
+from stratalog.storage.checkpoint import LeaderEpochCheckpointFile
+from stratalog.common.names import LEADER_EPOCH_CHECKPOINT
 
 
 class LeaderEpochCache:

@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import CorruptRecordError
-from .records import BatchInfo, peek_batch
+from stratalog.common.errors import CorruptRecordError
+from stratalog.records import BatchInfo, peek_batch
 
 LOG_OVERHEAD = 12
 _MIN_HEADER = 17  # offset, size, leader epoch, magic: enough to know a batch's size and format

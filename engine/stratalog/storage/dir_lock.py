@@ -12,8 +12,8 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import LogDirLockedError
-from .names import LOCK_FILE
+from stratalog.common.errors import LogDirLockedError
+from stratalog.common.names import LOCK_FILE
 
 
 class DirLock:

@@ -16,14 +16,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import StratalogError
-from ..log_manager import LogManager
-from ..names import TopicPartition
-from ..retention import Deletion, delete_old_segments
-from .cleaner import Cleaner, CleanerStats, Progress
-from .offset_map import OffsetMap
-from .selection import LogToClean, log_to_clean, pick_filthiest
-from .throttler import Throttler
+from stratalog.common.errors import StratalogError
+from stratalog.storage.log_manager import LogManager
+from stratalog.common.names import TopicPartition
+from stratalog.storage.retention import Deletion, delete_old_segments
+from stratalog.storage.cleaner.cleaner import Cleaner, CleanerStats, Progress
+from stratalog.storage.cleaner.offset_map import OffsetMap
+from stratalog.storage.cleaner.selection import LogToClean, log_to_clean, pick_filthiest
+from stratalog.storage.cleaner.throttler import Throttler
 
 logger = logging.getLogger(__name__)
 

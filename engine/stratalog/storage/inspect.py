@@ -6,7 +6,7 @@ exactly what they are meant to report - and they must agree on what they see.
 So this module reads files read-only (a ``.log`` through a read-only mmap; the
 engine's ``FileRecords`` opens files for writing), walks batches with the
 engine's own decoders (``stratalog.records``), reads index entries raw instead of
-through ``stratalog.index`` (which silently drops everything after the first
+through ``stratalog.storage.index`` (which silently drops everything after the first
 non-increasing entry), and checks indexes against the log. It returns data and
 findings and never prints or writes.
 """
@@ -25,10 +25,10 @@ from typing import Generic, Literal, TypeVar
 
 from crc32c import crc32c
 
-from .errors import CorruptRecordError
-from .index import OffsetIndex, TimeIndex
-from .names import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from .records import (
+from stratalog.common.errors import CorruptRecordError
+from stratalog.storage.index import OffsetIndex, TimeIndex
+from stratalog.common.names import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from stratalog.records import (
     LOG_OVERHEAD,
     BatchHeader,
     BatchInfo,
@@ -46,8 +46,8 @@ from .records import (
     parse_legacy_entry,
     peek_batch,
 )
-from .records.batch import increment_sequence
-from .records.varint import Buffer
+from stratalog.records.batch import increment_sequence
+from stratalog.records.varint import Buffer
 
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1

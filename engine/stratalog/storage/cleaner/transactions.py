@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..log import Log
-from ..records import BatchHeader, ControlRecordType, decode_records, parse_control_key, parse_header
+from stratalog.storage.log import Log
+from stratalog.records import BatchHeader, ControlRecordType, decode_records, parse_control_key, parse_header
 
 
 @dataclass(frozen=True, slots=True)

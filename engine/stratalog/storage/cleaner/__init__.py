@@ -5,10 +5,10 @@
 ``offset_map``, ``throttler`` and ``transactions`` are its parts.
 """
 
-from .cleaner import Cleaner, CleanerStats, CleanResult
-from .manager import CleanReport, LogCleaner, PartitionCleanerStatus
-from .offset_map import OffsetMap
-from .selection import LogToClean, log_to_clean
+from stratalog.storage.cleaner.cleaner import Cleaner, CleanerStats, CleanResult
+from stratalog.storage.cleaner.manager import CleanReport, LogCleaner, PartitionCleanerStatus
+from stratalog.storage.cleaner.offset_map import OffsetMap
+from stratalog.storage.cleaner.selection import LogToClean, log_to_clean
 
 __all__ = ["Cleaner", "CleanerStats", "CleanResult", "CleanReport", "LogCleaner", "PartitionCleanerStatus",
            "OffsetMap", "LogToClean", "log_to_clean"]

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cleaner import CleanReport, LogCleaner
-from .config import EngineConfig
-from .log import Clock, wall_clock_ms
-from .log_manager import LogManager
-from .names import TopicPartition
-from .retention import Deletion, delete_old_segments
+from stratalog.storage.cleaner import CleanReport, LogCleaner
+from stratalog.common.config import EngineConfig
+from stratalog.storage.log import Clock, wall_clock_ms
+from stratalog.storage.log_manager import LogManager
+from stratalog.common.names import TopicPartition
+from stratalog.storage.retention import Deletion, delete_old_segments
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ one day) after its last batch's timestamp.
 
 from __future__ import annotations
 
-from ..log import Log
+from stratalog.storage.log import Log
 
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
 _PRODUCER_ID = slice(43, 51)

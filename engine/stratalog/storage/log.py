@@ -22,19 +22,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checkpoint import fsync_dir
-from .config import LogConfig
-from .errors import OffsetOutOfRangeError, RecordBatchTooLargeError, UnknownTopicOrPartitionError
-from .leader_epoch import LeaderEpochCache
-from .crash_points import crash_point
-from .names import (
+from stratalog.storage.checkpoint import fsync_dir
+from stratalog.common.config import LogConfig
+from stratalog.common.errors import OffsetOutOfRangeError, RecordBatchTooLargeError, UnknownTopicOrPartitionError
+from stratalog.storage.leader_epoch import LeaderEpochCache
+from stratalog.common.crash_points import crash_point
+from stratalog.common.names import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     SEGMENT_FILE_SUFFIXES,
     SWAP_SUFFIX,
     TopicPartition,
 )
-from .records import (
+from stratalog.records import (
     BatchInfo,
     Record,
     TimestampType,
@@ -44,8 +44,8 @@ from .records import (
     parse_legacy_entry,
     set_offsets_in_place,
 )
-from .segment import LogSegment, RollParams, SegmentSlice
-from .validation import ValidatedBatch, validate_leader_batch
+from stratalog.storage.segment import LogSegment, RollParams, SegmentSlice
+from stratalog.storage.validation import ValidatedBatch, validate_leader_batch
 
 Clock = Callable[[], int]
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .config import LogConfig
-from .errors import OffsetOutOfRangeError
-from .log import Log
+from stratalog.common.config import LogConfig
+from stratalog.common.errors import OffsetOutOfRangeError
+from stratalog.storage.log import Log
 
 LOG_START_OFFSET_BREACH = "log start offset breach"
 RETENTION_SIZE_BREACH = "retention size breach"

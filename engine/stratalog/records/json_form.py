@@ -15,8 +15,8 @@ import binascii
 import json
 from typing import Any
 
-from .errors import InvalidRecordError
-from .records import Header, Record, TimestampType
+from stratalog.common.errors import InvalidRecordError
+from stratalog.records import Header, Record, TimestampType
 
 _FIELDS = {"key", "value", "key_b64", "value_b64", "timestamp", "headers", "partition"}
 

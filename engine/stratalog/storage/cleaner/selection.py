@@ -21,9 +21,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..log import Log
-from ..names import TopicPartition
-from ..segment import LogSegment
+from stratalog.storage.log import Log
+from stratalog.common.names import TopicPartition
+from stratalog.storage.segment import LogSegment
 
 
 @dataclass(frozen=True, slots=True)

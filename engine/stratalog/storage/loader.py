@@ -26,11 +26,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import LogConfig
-from .errors import CorruptIndexError
-from .leader_epoch import LeaderEpochCache
-from .log import Clock, Log, wall_clock_ms
-from .names import (
+from stratalog.common.config import LogConfig
+from stratalog.common.errors import CorruptIndexError
+from stratalog.storage.leader_epoch import LeaderEpochCache
+from stratalog.storage.log import Clock, Log, wall_clock_ms
+from stratalog.common.names import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -40,8 +40,8 @@ from .names import (
     TopicPartition,
     parse_segment_file,
 )
-from .records import BatchInfo
-from .segment import LogSegment
+from stratalog.records import BatchInfo
+from stratalog.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checkpoint import (
+from stratalog.storage.checkpoint import (
     OffsetCheckpointFile,
     atomic_write,
     consume_clean_shutdown,
@@ -27,9 +27,9 @@ from .checkpoint import (
     parse_properties,
     write_clean_shutdown,
 )
-from .config import EngineConfig, LogConfig
-from .dir_lock import DirLock
-from .errors import (
+from stratalog.common.config import EngineConfig, LogConfig
+from stratalog.storage.dir_lock import DirLock
+from stratalog.common.errors import (
     CheckpointError,
     InvalidConfigError,
     InvalidPartitionsError,
@@ -38,9 +38,9 @@ from .errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from .loader import LoadReport, load_log
-from .log import Clock, Log, wall_clock_ms
-from .names import (
+from stratalog.storage.loader import LoadReport, load_log
+from stratalog.storage.log import Clock, Log, wall_clock_ms
+from stratalog.common.names import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import atomic_write, fsync_dir
-from ..errors import StratalogError
+from stratalog.storage.checkpoint import atomic_write, fsync_dir
+from stratalog.common.errors import StratalogError
 
 FORMAT = "stratalog-keep-v1"
 KEEP_SUFFIX = ".keep"
