@@ -49,8 +49,8 @@ from stratalog.storage.inspect import (
 from stratalog.common.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from stratalog.records import NO_TIMESTAMP, peek_batch
 from stratalog.records.varint import Buffer
+from stratalog.common.limits import INT32_MAX
 
-INT32_MAX = 2**31 - 1
 MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default: how far an index dump reads
 _KINDS = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 RECORD_INDENT = "|"

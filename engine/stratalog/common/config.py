@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from stratalog.common.errors import InvalidConfigError
+from stratalog.common.limits import INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX
 
 __all__ = [
     "ConfigType",
@@ -48,10 +49,6 @@ __all__ = [
     "validate_topic_overrides",
 ]
 
-INT32_MIN = -(2**31)
-INT32_MAX = 2**31 - 1
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 # Java's Double.MAX_VALUE, Kafka's "unlimited" for the cleaner throttle.
 DOUBLE_MAX = sys.float_info.max
 

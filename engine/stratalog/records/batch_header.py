@@ -18,6 +18,7 @@ from crc32c import crc32c
 from stratalog.common.errors import CorruptRecordError
 from stratalog.records.compression import Compression
 from stratalog.records.varint import Buffer
+from stratalog.common.limits import INT32_MAX
 
 LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32, common to every format
 V2_HEADER_SIZE = 61  # RECORD_BATCH_OVERHEAD
@@ -34,7 +35,6 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
-INT32_MAX = (1 << 31) - 1
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
+from stratalog.common.limits import INT32_MAX
 from stratalog.records.batch_header import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER_STRUCT,
-    INT32_MAX,
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TypeAlias
 
 from stratalog.common.errors import CorruptRecordError
+from stratalog.common.limits import INT64_MAX, INT64_MIN
 
 #: Anything records can be read from without copying.
 Buffer: TypeAlias = bytes | bytearray | memoryview
@@ -19,8 +20,6 @@ Buffer: TypeAlias = bytes | bytearray | memoryview
 VARINT_MAX_BYTES = 5
 VARLONG_MAX_BYTES = 10
 
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
 
 # Most varints in real batches (attributes-adjacent deltas, short keys) are one
 # byte; a table of ready-made bytes objects avoids building them each time.
@@ -35,11 +34,11 @@ def encode_varint(n: int) -> bytes:
     if n >= 0:
         if n < 0x40:
             return _ONE_BYTE[n << 1]
-        if n > _INT64_MAX:
+        if n > INT64_MAX:
             raise ValueError(f"{n} does not fit in a varlong")
         v = n << 1
     else:
-        if n < _INT64_MIN:
+        if n < INT64_MIN:
             raise ValueError(f"{n} does not fit in a varlong")
         v = ((-n) << 1) - 1
         if v < 0x80:

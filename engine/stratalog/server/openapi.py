@@ -15,11 +15,10 @@ from typing import Any
 
 from stratalog import __version__
 from stratalog.server.state import Settings
+from stratalog.common.limits import INT32_MAX, INT64_MAX
 
 JSON = "application/json"
 RECORD_BATCH = "application/vnd.kafka.record-batch"
-INT64_MAX = 2**63 - 1
-INT32_MAX = 2**31 - 1
 TOPIC_PATTERN = "^[a-zA-Z0-9._-]+$"
 
 Schema = dict[str, Any]

@@ -18,10 +18,8 @@ from aiohttp import web
 
 from stratalog.common.names import validate_topic_name
 from stratalog.server.errors import BodyTooLargeError, RequestError
+from stratalog.common.limits import INT32_MAX, INT64_MIN, INT64_MAX
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
 
 JSON = "application/json"
 RECORD_BATCH = "application/vnd.kafka.record-batch"

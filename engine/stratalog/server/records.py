@@ -53,6 +53,7 @@ from stratalog.records import (
 )
 from stratalog.storage.retention import delete_records
 from stratalog.storage.validation import validate_leader_batch
+from stratalog.common.limits import INT32_MAX, INT64_MAX
 from stratalog.server import params
 from stratalog.server.errors import InvalidRequiredAcksError, RequestError, StorageError
 from stratalog.server.state import ServerState, state_of
@@ -106,7 +107,7 @@ def _json_records(data: bytes, now_ms: int) -> list[_JsonRecord]:
         record = record_from_dict(item, offset=0, now_ms=now_ms, where=where)
         partition = item.get("partition") if isinstance(item, dict) else None
         if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)
-                                      or not 0 <= partition <= params.INT32_MAX):
+                                      or not 0 <= partition <= INT32_MAX):
             raise RequestError(f"{where}: 'partition' must be a partition number, got {partition!r}")
         out.append(_JsonRecord(record, partition))
     return out
@@ -326,7 +327,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     state = state_of(request)
     settings = state.settings
     topic, partition = params.topic(request), params.partition(request)
-    requested = params.query_int(request, "offset", None, minimum=0, maximum=params.INT64_MAX)
+    requested = params.query_int(request, "offset", None, minimum=0, maximum=INT64_MAX)
     max_bytes = params.query_int(request, "maxBytes", settings.default_fetch_bytes, minimum=1,
                                  maximum=settings.max_fetch_bytes) or settings.default_fetch_bytes
     max_wait_ms = params.query_int(request, "maxWaitMs", 0, minimum=0, maximum=settings.max_fetch_wait_ms) or 0
@@ -371,7 +372,7 @@ async def list_offsets(request: web.Request) -> web.Response:
     """Kafka's ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time in ms."""
     state = state_of(request)
     topic, partition = params.topic(request), params.partition(request)
-    timestamp = params.query_int(request, "timestamp", -1, minimum=-4, maximum=params.INT64_MAX)
+    timestamp = params.query_int(request, "timestamp", -1, minimum=-4, maximum=INT64_MAX)
     assert timestamp is not None
     log = state.manager.get_log(topic, partition)
     found = await state.run(log.offset_for_timestamp, timestamp)

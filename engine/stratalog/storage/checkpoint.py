@@ -18,33 +18,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from stratalog.common.errors import CheckpointError
+from stratalog.common.files import atomic_write, fsync_dir
 from stratalog.common.names import TopicPartition
 
 CHECKPOINT_VERSION = 0
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """tmp, fsync, rename, fsync dir: a reader sees the old file or the new one, never a mix."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def _parse_checkpoint(path: Path, fields: int) -> list[list[str]]:

@@ -48,8 +48,8 @@ from stratalog.records import (
 )
 from stratalog.records.batch import increment_sequence
 from stratalog.records.varint import Buffer
+from stratalog.common.limits import INT32_MAX
 
-INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
 
 Severity = Literal["error", "warning"]

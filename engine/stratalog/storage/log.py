@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from stratalog.storage.checkpoint import fsync_dir
+from stratalog.common.files import fsync_dir
 from stratalog.common.config import LogConfig
 from stratalog.common.errors import OffsetOutOfRangeError, RecordBatchTooLargeError, UnknownTopicOrPartitionError
 from stratalog.storage.leader_epoch import LeaderEpochCache

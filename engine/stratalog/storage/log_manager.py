@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from stratalog.common.files import atomic_write
 from stratalog.storage.checkpoint import (
     OffsetCheckpointFile,
-    atomic_write,
     consume_clean_shutdown,
     ensure_meta_properties,
     format_properties,

@@ -18,8 +18,8 @@ from stratalog.storage.file_records import FileRecords
 from stratalog.storage.index import OffsetIndex, TimeIndex
 from stratalog.common.names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
 from stratalog.records import BatchInfo, Record, decode_any, parse_legacy_entry, validate_batch
+from stratalog.common.limits import INT32_MAX
 
-INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
 
 # Called by recovery for every valid batch: (batch header, batch bytes).

@@ -46,7 +46,8 @@ from stratalog.records import (
     decode_records,
     parse_header,
 )
-from stratalog.storage.segment import INT32_MAX, LogSegment
+from stratalog.common.limits import INT32_MAX
+from stratalog.storage.segment import LogSegment
 from stratalog.storage.cleaner.offset_map import OffsetMap
 from stratalog.storage.cleaner.selection import LogToClean
 from stratalog.storage.cleaner.throttler import Throttler

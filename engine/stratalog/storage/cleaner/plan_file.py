@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stratalog.storage.checkpoint import atomic_write, fsync_dir
+from stratalog.common.files import atomic_write, fsync_dir
 from stratalog.common.errors import StratalogError
 
 FORMAT = "stratalog-keep-v1"
