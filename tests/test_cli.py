@@ -437,3 +437,14 @@ def test_delete_records_moves_the_low_watermark_and_refuses_an_offset_past_the_e
                       "--before-offset", "9")
     assert "OFFSET_OUT_OF_RANGE" in message and "high watermark 5" in message
     assert tree(data) == before
+
+
+def test_the_operator_and_agent_commands_arrive_through_the_stratalog_commands_entry_point():
+    # The engine never imports the operator: `stratalog operator` and `stratalog agent` exist because
+    # the installed distribution registers stratalog_operator.cli:register in the group.
+    from importlib.metadata import entry_points
+    assert "stratalog_operator.cli:register" in {e.value for e in entry_points(group="stratalog.commands")}
+    for command in ("operator", "agent"):
+        result = cli(command, "--help")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"usage: stratalog {command} ")

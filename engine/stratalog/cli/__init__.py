@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 from stratalog.common.errors import StratalogError
 from stratalog.cli import checkpoint, compact, consume, delete_records, dump_log, produce, retention, serve, topics, verify
 from stratalog.cli import apply_plan
+
+COMMANDS_GROUP = "stratalog.commands"
 
 _COMMANDS = (topics, produce, consume, dump_log, verify, checkpoint, retention, compact, delete_records, serve,
              apply_plan)
@@ -27,18 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _COMMANDS:
         module.register(sub)
-    _register_kubernetes_roles(sub)
+    _register_plugin_commands(sub)
     return parser
 
 
-def _register_kubernetes_roles(sub: object) -> None:
-    """``stratalog operator`` / ``stratalog agent`` come from the operator package when it is present
-    (one entry point for every role of the one image); the engine does not depend on it."""
-    try:
-        from stratalog_operator.cli import register
-    except ImportError:
-        return
-    register(sub)
+def _register_plugin_commands(sub: object) -> None:
+    """Subcommands of other installed packages, found through the ``stratalog.commands`` entry-point
+    group: ``stratalog operator`` / ``stratalog agent`` come from the operator package (one command for
+    every role of the one image), and the engine never imports it. Each entry is a ``register(sub)``."""
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        register = entry.load()
+        register(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
