@@ -14,6 +14,7 @@ from typing import Any
 
 from stratalog.common.config import ENGINE_CONFIGS, TOPIC_CONFIGS, ConfigKey
 from stratalog.common.errors import InvalidConfigError
+from stratalog.common.properties import properties_body
 
 __all__ = ["engine_properties", "topic_overrides", "properties_text", "digest"]
 
@@ -43,7 +44,9 @@ def topic_overrides(config: Mapping[str, Any] | None, where: str = "spec.config"
 
 
 def properties_text(props: Mapping[str, str]) -> str:
-    return "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
+    """The agent's ``--config-file``: sorted, escaped as Java's ``Properties.store`` does, no date line
+    (the text's digest decides whether the agents restart)."""
+    return properties_body(dict(sorted(props.items())))
 
 
 def digest(text: str) -> str:

@@ -23,7 +23,8 @@ from typing import Any
 
 from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]  # no stubs in the dev deps
 
-from stratalog.storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, parse_properties
+from stratalog.storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from stratalog.common.properties import parse_properties
 from stratalog.storage.dir_lock import DirLock
 from stratalog.common.errors import CheckpointError, LogDirError
 from stratalog.storage.inspect import CorruptSnapshotError, Finding, check_segment, read_producer_snapshot

@@ -13,13 +13,13 @@ import json
 import os
 import secrets
 import base64
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from stratalog.common.errors import CheckpointError
 from stratalog.common.files import atomic_write, fsync_dir
 from stratalog.common.names import TopicPartition
+from stratalog.common.properties import format_properties, parse_properties
 
 CHECKPOINT_VERSION = 0
 
@@ -109,32 +109,6 @@ class LeaderEpochCheckpointFile:
 def _uuid_base64() -> str:
     """Kafka's Uuid.toString: URL-safe base64 of 16 random bytes, no padding."""
     return base64.urlsafe_b64encode(secrets.token_bytes(16)).decode("ascii").rstrip("=")
-
-
-def format_properties(properties: Mapping[str, str]) -> bytes:
-    """Java ``Properties.store`` with an empty comment: a ``#`` line and a date line, then key=value."""
-    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
-    body = "".join(f"{key}={_escape_property(value)}\n" for key, value in properties.items())
-    return f"#\n#{stamp}\n{body}".encode("utf-8")
-
-
-def _escape_property(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\:").replace("=", "\\=")
-
-
-def parse_properties(path: Path) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise CheckpointError(f"{path}, line {number}: expected key=value, found {raw!r}")
-        result[key.strip()] = (
-            value.strip().replace("\\:", ":").replace("\\=", "=").replace("\\n", "\n").replace("\\\\", "\\")
-        )
-    return result
 
 
 def ensure_meta_properties(directory: Path, *, node_id: int = 1, cluster_id: str | None = None) -> dict[str, str]:

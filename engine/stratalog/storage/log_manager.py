@@ -23,10 +23,9 @@ from stratalog.storage.checkpoint import (
     OffsetCheckpointFile,
     consume_clean_shutdown,
     ensure_meta_properties,
-    format_properties,
-    parse_properties,
     write_clean_shutdown,
 )
+from stratalog.common.properties import format_properties, parse_properties
 from stratalog.common.config import EngineConfig, LogConfig
 from stratalog.storage.dir_lock import DirLock
 from stratalog.common.errors import (

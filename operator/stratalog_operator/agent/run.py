@@ -20,7 +20,7 @@ from pathlib import Path
 import kopf
 from kopf._core.intents.registries import SmartOperatorRegistry  # OperatorRegistry + default logins
 
-from stratalog.storage.checkpoint import parse_properties
+from stratalog.common.properties import parse_properties
 from stratalog.common.config import parse_key_value_pairs
 from stratalog.server.app import create_app
 from stratalog.server.run import listen
