@@ -3,11 +3,12 @@
 #   docker build -t ghcr.io/stratalog/stratalog:0.1.0 .
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY engine/ engine/
 COPY operator/ operator/
+# constraints.txt (scripts/lock) pins every dependency, so the image gets the versions CI tested.
 RUN pip install --no-cache-dir --upgrade pip \
- && pip wheel --no-cache-dir --wheel-dir /wheels ".[server,operator]"
+ && pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt ".[server,operator]"
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
