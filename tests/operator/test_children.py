@@ -11,7 +11,8 @@ import pytest
 from stratalog.common.errors import InvalidConfigError
 from stratalog_operator.children import AgentOptions, desired_children
 from stratalog_operator.names import agent_finalizer, statefulset_name
-from stratalog_operator.properties import digest
+from stratalog.common.properties import parse_properties_text
+from stratalog_operator.properties import digest, properties_text
 
 UID = "0b5c6a43-5f1f-4b8e-a1a4-7c1d1d1d1d1d"
 OPTIONS = AgentOptions(image="registry.test/stratalog:dev", service_account="agents")
@@ -35,6 +36,14 @@ def logdir(**spec: Any) -> dict[str, Any]:
 
 
 PROPERTIES = "log.cleaner.threads=3\nnum.recovery.threads.per.data.dir=2\n"
+
+
+def test_the_configmap_text_reaches_the_agent_unchanged_whatever_its_characters() -> None:
+    # The agent reads --config-file with Java's rules; the operator must escape as Java does.
+    props = {"b.path": "C:\\new", "a.pattern": "k=v: #1 !", "c.spaces": "  padded  "}
+    text = properties_text(props)
+    assert text.splitlines()[0].startswith("a.pattern=")
+    assert parse_properties_text(text) == props
 
 
 def test_one_claim_per_volume() -> None:
