@@ -15,6 +15,7 @@ import signal
 import sys
 
 from stratalog.storage.log_manager import open_log_manager
+from stratalog.broker.topics import TopicAdmin
 
 from .workload import TOPIC, append_batches, batches_for, build_pool
 
@@ -23,7 +24,7 @@ def main() -> None:
     data_dir, size_bytes = sys.argv[1], int(sys.argv[2])
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     manager = open_log_manager([data_dir])
-    manager.create_topic(TOPIC, 1)
+    TopicAdmin(manager).create_topic(TOPIC, 1)
     manager.write_checkpoints()  # recovery-point-offset-checkpoint: bench 0 0
     log = manager.get_log(TOPIC, 0)
     pool = build_pool(seed)

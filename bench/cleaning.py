@@ -28,6 +28,7 @@ from stratalog.common.config import EngineConfig
 from stratalog.storage.log_manager import LogManager
 from stratalog.records import Record, build_batch
 from stratalog.storage.retention import delete_old_segments
+from stratalog.broker.topics import TopicAdmin
 
 from .machine import page_cache_ceilings
 
@@ -59,7 +60,7 @@ def compaction(root: Path, size_mb: int, record_bytes: int) -> dict[str, Any]:
     directory = root / f"compact-{record_bytes}"
     config = EngineConfig.from_properties({"log.cleaner.threads": "1"})
     manager = LogManager([directory], config).open()
-    manager.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": str(64 * MIB),
+    TopicAdmin(manager).create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": str(64 * MIB),
                                   "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0"})
     records, keys = _fill(manager, "c", size_mb * MIB, record_bytes, 0.10)
     log = manager.get_log("c", 0)
@@ -90,7 +91,7 @@ def compaction(root: Path, size_mb: int, record_bytes: int) -> dict[str, Any]:
 def retention(root: Path, segments: int) -> dict[str, Any]:
     directory = root / "retention"
     manager = LogManager([directory]).open()
-    manager.create_topic("r", 1, {"segment.bytes": "1000", "retention.ms": str(7 * 86_400_000),
+    TopicAdmin(manager).create_topic("r", 1, {"segment.bytes": "1000", "retention.ms": str(7 * 86_400_000),
                                   "file.delete.delay.ms": "0"})
     log = manager.get_log("r", 0)
     now = int(time.time() * 1000)

@@ -64,6 +64,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from stratalog.broker.topics import TopicAdmin
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -369,7 +370,7 @@ def make_small_segments(directory: Path, count: int) -> tuple[int, float]:
     from stratalog.common.names import TopicPartition
 
     manager = open_log_manager([directory])
-    manager.create_topic(SMALL_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
+    TopicAdmin(manager).create_topic(SMALL_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
     config = manager.get_log(SMALL_TOPIC, 0).config
     manager.close()
     started = time.perf_counter()
@@ -427,7 +428,7 @@ def make_compacted(directory: Path, size_mb: int, record_bytes: int) -> dict[str
     from .cleaning import _fill
 
     manager = LogManager([directory], EngineConfig.from_properties({"log.cleaner.threads": "1"})).open()
-    manager.create_topic(COMPACT_TOPIC, 1, COMPACT_OVERRIDES)
+    TopicAdmin(manager).create_topic(COMPACT_TOPIC, 1, COMPACT_OVERRIDES)
     started = time.perf_counter()
     records, keys = _fill(manager, COMPACT_TOPIC, size_mb * MIB, record_bytes, 0.10)
     log = manager.get_log(COMPACT_TOPIC, 0)

@@ -27,6 +27,7 @@ from stratalog.storage.log import wall_clock_ms
 from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.common.names import TopicPartition
 from stratalog.records import Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 from . import machine
 from .storage import SMALL_SEGMENT_BYTES, SMALL_TOPIC, run_append_child
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         if {"append", "read", "decode", "open-big"} & set(phases):
             data = work / "data"
             manager = open_log_manager([data])
-            manager.create_topic(TOPIC, 1)
+            TopicAdmin(manager).create_topic(TOPIC, 1)
             log = manager.get_log(TOPIC, 0)
             pool = build_pool()
             count = batches_for(args.size_mb * MIB, len(pool[0]))
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         if {"open-small", "roll"} & set(phases):
             small = work / "small"
             manager = open_log_manager([small])
-            manager.create_topic(SMALL_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
+            TopicAdmin(manager).create_topic(SMALL_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
             config = manager.get_log(SMALL_TOPIC, 0).config
             manager.close()
             write_small_segments(small / TopicPartition(SMALL_TOPIC, 0).dir_name, args.segments, config)

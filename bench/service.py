@@ -47,6 +47,7 @@ import aiohttp
 
 from stratalog.storage.log import Log
 from stratalog.storage.log_manager import open_log_manager
+from stratalog.broker.topics import TopicAdmin
 
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, build_pool
 
@@ -98,7 +99,7 @@ def _process_cpu(pid: int) -> float:
 def library(directory: Path, clients: int, seconds: float, acks: str, fetch_bytes: int, pool: list[bytes]
             ) -> list[Figures]:
     with open_log_manager([directory]) as manager:
-        manager.create_topic(TOPIC, clients)
+        TopicAdmin(manager).create_topic(TOPIC, clients)
         logs = [manager.get_log(TOPIC, p) for p in range(clients)]
 
         def run(operation: str, work: type[_LibraryWorker]) -> Figures:

@@ -36,6 +36,7 @@ from stratalog.storage.cleaner.plan import apply_to_partition
 from stratalog.common.config import EngineConfig
 from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.records import Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 RECORDS_PER_BATCH = 500
 VALUE_BYTES = 100
@@ -48,7 +49,7 @@ def fill(data: Path, records: int, partitions: int, distinct_fraction: float = 0
     value = b"v" * VALUE_BYTES
     now = int(time.time() * 1000)
     with open_log_manager([data]) as manager:
-        manager.create_topic("bench", partitions, {"cleanup.policy": "compact", "segment.bytes": str(32 << 20),
+        TopicAdmin(manager).create_topic("bench", partitions, {"cleanup.policy": "compact", "segment.bytes": str(32 << 20),
                                                    "retention.ms": "-1"})
         for partition in range(partitions):
             log = manager.get_log("bench", partition)

@@ -47,6 +47,7 @@ from stratalog.storage.log import wall_clock_ms
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.common.names import RECOVERY_POINT_CHECKPOINT, TopicPartition
 from stratalog.records import Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 from . import machine
 from .workload import (
@@ -259,7 +260,7 @@ def small_segments(data_dir: Path, args: argparse.Namespace, details: dict[str, 
     count = args.segments
     tp = TopicPartition(SMALL_TOPIC, 0)
     manager = open_log_manager([data_dir])
-    manager.create_topic(SMALL_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
+    TopicAdmin(manager).create_topic(SMALL_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
     config = manager.get_log(SMALL_TOPIC, 0).config
     manager.close()
     partition_dir = data_dir / tp.dir_name
@@ -289,7 +290,7 @@ def small_segments(data_dir: Path, args: argparse.Namespace, details: dict[str, 
     if args.rolls > 0:
         progress(f"{args.rolls} rolling appends in the {count}-segment log and in a fresh one")
         manager = open_log_manager([data_dir])
-        manager.create_topic(FRESH_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
+        TopicAdmin(manager).create_topic(FRESH_TOPIC, 1, {"segment.bytes": str(SMALL_SEGMENT_BYTES)})
         batch = build_batch([Record(0, wall_clock_ms(), b"key", b"v" * 100)])
         timings = {}
         for topic in (SMALL_TOPIC, FRESH_TOPIC):

@@ -34,6 +34,7 @@ import stratalog_spark
 from stratalog.storage.log_manager import open_log_manager
 from stratalog_spark.jobs.compaction_plan import apply_plans, plan_topic
 from stratalog_spark.store import Location
+from stratalog.broker.topics import TopicAdmin
 
 ACCOUNTS = 5_000
 REGIONS = ("north", "south", "east", "west")
@@ -67,7 +68,7 @@ def main() -> int:
     stratalog_spark.register(spark)
     try:
         with open_log_manager([data]) as manager:
-            manager.create_topic("accounts", 3, {"cleanup.policy": "compact", "segment.bytes": str(256 << 10)})
+            TopicAdmin(manager).create_topic("accounts", 3, {"cleanup.policy": "compact", "segment.bytes": str(256 << 10)})
 
         # 1. Events, written through Spark: the same account keeps being updated; every 97th event deletes.
         started = time.perf_counter()

@@ -3,9 +3,7 @@
 The import contracts live in pyproject.toml (``[tool.importlinter]``) and are checked by
 ``lint-imports``; the typing rule is ``mypy --strict`` over every package (``[tool.mypy]``).
 Both run here as subprocesses of the venv, so a violation shows up as a failed test with the
-tool's own report as its message. Some contracts describe where the tree is going rather than
-where it is: they are listed in ``PENDING_CONTRACTS`` and expected to fail (strictly, so that the
-day one starts to pass, the suite says so and it moves to the settled set).
+tool's own report as its message.
 """
 
 from __future__ import annotations
@@ -20,10 +18,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Contract id -> the work that will make it pass.
-PENDING_CONTRACTS = {
-    "server-through-broker": "the transport-neutral broker layer: stratalog.server still imports stratalog.storage",
-}
 
 
 def _contract_ids() -> list[str]:
@@ -55,23 +49,10 @@ def _require_success(result: subprocess.CompletedProcess[str]) -> None:
                     pytrace=False)
 
 
-def test_every_pending_contract_names_a_contract_in_pyproject():
-    assert set(PENDING_CONTRACTS) <= set(_contract_ids())
-
-
-def test_the_imports_keep_every_settled_contract():
-    settled = [cid for cid in _contract_ids() if cid not in PENDING_CONTRACTS]
-    assert settled, "no import contracts found in pyproject.toml"
-    result = _lint_imports(settled)
-    _require_success(result)
-
-
-@pytest.mark.parametrize("contract_id", [
-    pytest.param(cid, marks=pytest.mark.xfail(strict=True, reason=f"pending: {why}"))
-    for cid, why in sorted(PENDING_CONTRACTS.items())
-])
-def test_a_pending_contract_holds_once_its_work_lands(contract_id):
-    result = _lint_imports([contract_id])
+def test_the_imports_keep_every_contract():
+    contracts = _contract_ids()
+    assert contracts, "no import contracts found in pyproject.toml"
+    result = _lint_imports(contracts)
     _require_success(result)
 
 

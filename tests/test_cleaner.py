@@ -20,6 +20,7 @@ from stratalog.records import (
     build_end_txn_marker_batch,
     iter_batch_infos,
 )
+from stratalog.broker.topics import TopicAdmin
 
 DAY = 86_400_000
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "1500", "min.cleanable.dirty.ratio": "0.01",
@@ -86,7 +87,7 @@ def test_compaction_keeps_exactly_the_latest_value_per_key_at_its_original_offse
     rng = random.Random(seed)
     clock = Clock()
     manager = open_manager(tmp_path, clock)
-    manager.create_topic("c", 1, COMPACT)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
     log = manager.get_log("c", 0)
     model: dict = {}
     write_workload(log, rng, 600, 40, model, clock.now)
@@ -109,7 +110,7 @@ def test_compaction_keeps_exactly_the_latest_value_per_key_at_its_original_offse
 def test_tombstones_stay_until_the_delete_horizon_then_go(tmp_path):
     clock = Clock()
     manager = open_manager(tmp_path, clock)
-    manager.create_topic("c", 1, {**COMPACT, "delete.retention.ms": str(DAY)})
+    TopicAdmin(manager).create_topic("c", 1, {**COMPACT, "delete.retention.ms": str(DAY)})
     log = manager.get_log("c", 0)
     log.append(build_batch([Record(0, clock.now, b"a", b"1"), Record(1, clock.now, b"b", b"2")]))
     log.append(build_batch([Record(0, clock.now, b"a", None)]))
@@ -137,7 +138,7 @@ def test_a_full_offset_map_cleans_up_to_where_it_reached_and_the_next_pass_goes_
     clock = Clock()
     # Room for only a few dozen keys per pass.
     manager = open_manager(tmp_path, clock, log_cleaner_dedupe_buffer_size=6000)
-    manager.create_topic("c", 1, COMPACT)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
     log = manager.get_log("c", 0)
     model: dict = {}
     write_workload(log, rng, 800, 200, model, clock.now, tombstone_rate=0.0)
@@ -161,7 +162,7 @@ def test_a_full_offset_map_cleans_up_to_where_it_reached_and_the_next_pass_goes_
 def test_keys_that_share_a_hash_never_lose_a_record(tmp_path):
     clock = Clock()
     manager = open_manager(tmp_path, clock)
-    manager.create_topic("c", 1, COMPACT)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
     log = manager.get_log("c", 0)
     rng = random.Random(11)
     model: dict = {}
@@ -199,7 +200,7 @@ def test_the_offset_map_refuses_new_keys_past_its_memory_budget_but_updates_know
 def test_compact_delete_topics_also_apply_retention_after_cleaning(tmp_path):
     clock = Clock()
     manager = open_manager(tmp_path, clock)
-    manager.create_topic("c", 1, {**COMPACT, "cleanup.policy": "compact,delete", "retention.ms": str(DAY)})
+    TopicAdmin(manager).create_topic("c", 1, {**COMPACT, "cleanup.policy": "compact,delete", "retention.ms": str(DAY)})
     log = manager.get_log("c", 0)
     # 1,400 bytes: too large to be grouped with the next segment, so it keeps its old timestamp.
     log.append(build_batch([Record(0, clock.now - 2 * DAY, b"old", b"x" * 1400)]))
@@ -215,7 +216,7 @@ def test_compact_delete_topics_also_apply_retention_after_cleaning(tmp_path):
 def test_segments_younger_than_the_min_compaction_lag_are_not_cleaned(tmp_path):
     clock = Clock()
     manager = open_manager(tmp_path, clock)
-    manager.create_topic("c", 1, {**COMPACT, "min.compaction.lag.ms": str(DAY)})
+    TopicAdmin(manager).create_topic("c", 1, {**COMPACT, "min.compaction.lag.ms": str(DAY)})
     log = manager.get_log("c", 0)
     log.append(build_batch([Record(0, clock.now - 2 * DAY, b"k", b"1")]))
     log.roll()
@@ -236,7 +237,7 @@ def test_the_filthiest_log_is_cleaned_first(tmp_path):
     manager = open_manager(tmp_path, clock)
     cleaner = LogCleaner(manager)
     for topic in ("mild", "filthy"):
-        manager.create_topic(topic, 1, COMPACT)
+        TopicAdmin(manager).create_topic(topic, 1, COMPACT)
         log = manager.get_log(topic, 0)
         for i in range(40):
             log.append(build_batch([Record(0, clock.now, b"k%d" % i, b"v" * 50)]))
@@ -258,7 +259,7 @@ def test_the_filthiest_log_is_cleaned_first(tmp_path):
 def test_aborted_transactions_are_removed_and_their_markers_go_after_the_horizon(tmp_path):
     clock = Clock()
     manager = open_manager(tmp_path, clock)
-    manager.create_topic("c", 1, {**COMPACT, "delete.retention.ms": "1000"})
+    TopicAdmin(manager).create_topic("c", 1, {**COMPACT, "delete.retention.ms": "1000"})
     log = manager.get_log("c", 0)
 
     def append(batch_bytes: bytes) -> None:
@@ -307,7 +308,7 @@ def test_the_io_throttle_holds_a_pass_near_the_configured_rate(tmp_path):
     clock = Clock()
     cap = 3_000_000
     manager = open_manager(tmp_path, clock, log_cleaner_io_max_bytes_per_second=cap)
-    manager.create_topic("c", 1, {**COMPACT, "segment.bytes": "1048576"})
+    TopicAdmin(manager).create_topic("c", 1, {**COMPACT, "segment.bytes": "1048576"})
     log = manager.get_log("c", 0)
     for i in range(6000):
         log.append(build_batch([Record(0, clock.now, b"k%d" % (i % 500), b"x" * 1000)]))
@@ -323,7 +324,7 @@ def test_the_io_throttle_holds_a_pass_near_the_configured_rate(tmp_path):
 def test_an_active_producers_last_batch_keeps_its_header_when_compaction_empties_it(tmp_path):
     clock = Clock()
     manager = open_manager(tmp_path, clock)
-    manager.create_topic("c", 1, COMPACT)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
     log = manager.get_log("c", 0)
     log.append(build_batch([Record(0, clock.now, b"k", b"old")], producer_id=5, producer_epoch=2, base_sequence=0))
     log.append(build_batch([Record(0, clock.now, b"k", b"new")]))

@@ -7,11 +7,12 @@ import threading
 from stratalog.storage.cleaner import LogCleaner
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 
 def test_appends_and_reads_go_on_correctly_during_cleaner_passes(tmp_path):
     manager = open_log_manager([tmp_path])
-    manager.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "3000",
+    TopicAdmin(manager).create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "3000",
                                   "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0"})
     log = manager.get_log("c", 0)
     acked: dict[int, tuple[bytes, bytes]] = {}

@@ -23,6 +23,7 @@ from stratalog.storage.cleaner.plan_file import (
 )
 from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.records import Compression, Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 
 def records_of(manager: LogManager) -> dict[int, tuple[bytes | None, bytes | None]]:
@@ -32,7 +33,7 @@ def records_of(manager: LogManager) -> dict[int, tuple[bytes | None, bytes | Non
 @pytest.fixture
 def manager(tmp_path: Path) -> Iterator[LogManager]:
     opened = open_log_manager([tmp_path / "data"])
-    opened.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1000"})
+    TopicAdmin(opened).create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1000"})
     rng = random.Random(2)
     log = opened.get_log("c", 0)
     for n in range(150):
@@ -62,7 +63,7 @@ def test_a_plan_keeps_exactly_its_offsets_below_the_active_segment_and_moves_the
     assert report.end_offset == active and report.stats.records_removed > 0
     expected = {o: r for o, r in before.items() if o >= active or o in set(keep)}
     assert records_of(manager) == expected
-    assert manager.cleaner_offset(log.topic_partition) == active
+    assert manager.checkpoints.cleaner_offset(log.topic_partition) == active
 
 
 @pytest.mark.parametrize("damage, message", [

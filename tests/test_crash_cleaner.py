@@ -16,6 +16,7 @@ import pytest
 from stratalog.storage.cleaner import LogCleaner
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 CLEANER = Path(__file__).parent / "processes" / "cleaner.py"
 TRIALS = int(os.environ.get("STRATALOG_CRASH_TRIALS", "60"))
@@ -41,7 +42,7 @@ def pristine(tmp_path_factory) -> tuple[Path, dict, dict]:
     base = tmp_path_factory.mktemp("pristine") / "data"
     rng = random.Random(5)
     with open_log_manager([base]) as manager:
-        manager.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
+        TopicAdmin(manager).create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "2000",
                                       "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0"})
         log = manager.get_log("c", 0)
         for _ in range(250):

@@ -30,6 +30,7 @@ from stratalog.records import (
     build_batch,
     build_end_txn_marker_batch,
 )
+from stratalog.broker.topics import TopicAdmin
 
 T0 = 1_700_000_000_000
 SEGMENT = "00000000000000000000"
@@ -72,7 +73,7 @@ def codec_records(i: int) -> list[Record]:
 def codecs_dir(tmp_path: Path) -> Path:
     """Partition t-0: one batch per codec (offsets 3i..3i+2), then an idempotent batch and a COMMIT marker."""
     with open_log_manager([tmp_path]) as manager:
-        manager.create_topic("t", 1, {"index.interval.bytes": "1"})
+        TopicAdmin(manager).create_topic("t", 1, {"index.interval.bytes": "1"})
         log = manager.get_log("t", 0)
         for i, codec in enumerate(CODECS):
             log.append(build_batch(codec_records(i), compression=Compression.from_name(codec)))
@@ -165,7 +166,7 @@ def test_skip_record_metadata_prints_only_keys_and_payloads(codecs_dir, capsys):
 
 def test_log_append_time_batches_and_their_records_print_LogAppendTime(tmp_path, capsys):
     with open_log_manager([tmp_path]) as manager:
-        manager.create_topic("lat", 1, {"message.timestamp.type": "LogAppendTime"})
+        TopicAdmin(manager).create_topic("lat", 1, {"message.timestamp.type": "LogAppendTime"})
         manager.get_log("lat", 0).append(build_batch([Record(0, T0, b"a", b"b"), Record(1, T0 + 1, b"c", b"d")]))
     log = tmp_path / "lat-0" / f"{SEGMENT}.log"
     append_time = struct.unpack(">q", log.read_bytes()[35:43])[0]  # the broker's stamp in maxTimestamp

@@ -56,6 +56,7 @@ from kafka_tools import KafkaToolchain, ToolResult, kafka_toolchain  # noqa: F40
 
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Header, Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 T0 = 1_700_000_000_000
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
@@ -187,7 +188,7 @@ def build_stratalog_partition(root: Path) -> StratalogPartition:
     data_dir = root / "stratalog-data"
     manager = open_log_manager([data_dir])
     try:
-        manager.create_topic("t", 1, {"segment.bytes": SL_SEGMENT_BYTES, "index.interval.bytes": SL_INDEX_INTERVAL,
+        TopicAdmin(manager).create_topic("t", 1, {"segment.bytes": SL_SEGMENT_BYTES, "index.interval.bytes": SL_INDEX_INTERVAL,
                                       "retention.ms": -1})
         log = manager.get_log("t", 0)
         appended: list[Record] = []

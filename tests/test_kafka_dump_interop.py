@@ -47,6 +47,7 @@ from kafka_tools import (  # noqa: F401  (kafka_toolchain is a fixture)
 
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Header, Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 T0 = 1_700_000_000_000
 PRODUCER_ID = 4242
@@ -189,7 +190,7 @@ class WrittenTopic:
 
 
 def _write_topic(manager, scenario: Scenario) -> list[WrittenBatch]:
-    manager.create_topic(scenario.topic, 1, scenario.overrides())
+    TopicAdmin(manager).create_topic(scenario.topic, 1, scenario.overrides())
     log = manager.get_log(scenario.topic, 0)
     rng = random.Random(f"stratalog-kafka-interop-{scenario.topic}")
     written: list[WrittenBatch] = []

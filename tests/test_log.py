@@ -16,6 +16,7 @@ from stratalog.common.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
+from stratalog.common.config import LogConfig
 from stratalog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from stratalog.records import Compression, Record, TimestampType, build_batch, decode_records, parse_header
 
@@ -213,6 +214,27 @@ def test_a_refused_batch_names_the_problem_and_changes_nothing_on_disk(make_log,
         log.append(bad)
     assert snapshot(log.dir) == before
     assert log.log_end_offset == 1
+
+
+def test_several_batches_are_appended_contiguously_or_not_at_all(make_log):
+    log = make_log()
+    infos = log.append_batches([batch(2), batch(3)])
+    assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 1), (2, 4)]
+    log.flush()
+    before = snapshot(log.dir)
+    with pytest.raises(CorruptRecordError, match=r"^batch 2 of 3: .*(?i:crc)"):
+        log.append_batches([batch(1), batch(1)[:-1] + b"X", batch(1)])
+    assert snapshot(log.dir) == before  # the good first batch was not written either
+    assert log.log_end_offset == 5
+
+
+def test_batches_prepared_under_one_config_are_validated_again_after_it_changes(make_log):
+    log = make_log()
+    prepared = log.prepare_append([batch(1, key=None)])  # fine while the topic is not compacted
+    log.update_config(LogConfig.from_overrides({"cleanup.policy": "compact"}))
+    with pytest.raises(InvalidRecordError, match="record 0 of the batch has none"):
+        log.append_prepared(prepared)
+    assert log.log_end_offset == 0
 
 
 def test_the_log_start_offset_never_passes_the_high_watermark(make_log):

@@ -22,6 +22,7 @@ from stratalog.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from stratalog.storage.log_manager import LogManager, open_log_manager
+from stratalog.broker.topics import TopicAdmin
 
 
 def tree(root: Path) -> list[str]:
@@ -31,15 +32,15 @@ def tree(root: Path) -> list[str]:
 def test_new_partitions_go_to_the_directory_with_the_fewest(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     with open_log_manager([a, b]) as manager:
-        manager.create_topic("one", 3)
-        manager.create_topic("two", 1)
+        TopicAdmin(manager).create_topic("one", 3)
+        TopicAdmin(manager).create_topic("two", 1)
         placed = {str(tp): log.dir.parent.name for tp, log in manager.logs().items()}
     assert placed == {"one-0": "a", "one-1": "b", "one-2": "a", "two-0": "b"}
 
 
 def test_every_directory_gets_meta_properties_and_the_checkpoint_files(tmp_path):
     with open_log_manager([tmp_path / "d"]) as manager:
-        manager.create_topic("orders", 2)
+        TopicAdmin(manager).create_topic("orders", 2)
         manager.get_log("orders", 1).append(batch(3))
     d = tmp_path / "d"
     for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
@@ -57,7 +58,7 @@ def test_every_directory_gets_meta_properties_and_the_checkpoint_files(tmp_path)
 
 def test_the_log_start_offset_checkpoint_lists_only_partitions_past_their_first_segment(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        manager.create_topic("t", 2)
+        TopicAdmin(manager).create_topic("t", 2)
         log = manager.get_log("t", 0)
         log.append(batch(5))
         log.maybe_increment_log_start_offset(3)
@@ -68,7 +69,7 @@ def test_the_log_start_offset_checkpoint_lists_only_partitions_past_their_first_
 
 def test_topic_configs_survive_a_restart(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        manager.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1000"})
+        TopicAdmin(manager).create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1000"})
     with open_log_manager([tmp_path]) as manager:
         description = manager.describe_topic("c")
         assert description.overrides == {"cleanup.policy": "compact", "segment.bytes": "1000"}
@@ -77,8 +78,8 @@ def test_topic_configs_survive_a_restart(tmp_path):
 
 def test_altering_a_topic_config_applies_to_the_open_logs_and_persists(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        manager.create_topic("t", 2)
-        manager.alter_topic_config("t", {"retention.ms": "1000"})
+        TopicAdmin(manager).create_topic("t", 2)
+        TopicAdmin(manager).alter_topic_config("t", {"retention.ms": "1000"})
         assert manager.get_log("t", 1).config.retention_ms == 1000
     with open_log_manager([tmp_path]) as manager:
         assert manager.get_log("t", 0).config.retention_ms == 1000
@@ -86,7 +87,7 @@ def test_altering_a_topic_config_applies_to_the_open_logs_and_persists(tmp_path)
 
 def test_a_second_process_on_a_locked_directory_gets_a_clear_error_and_touches_nothing(tmp_path):
     manager = open_log_manager([tmp_path])
-    manager.create_topic("t", 1)
+    TopicAdmin(manager).create_topic("t", 1)
     before = tree(tmp_path)
     script = textwrap.dedent(f"""
         from stratalog.storage.log_manager import open_log_manager
@@ -111,9 +112,9 @@ def test_a_second_manager_in_the_same_process_is_refused_too(tmp_path):
 
 def test_deleting_a_topic_renames_its_directories_then_removes_them(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        manager.create_topic("gone", 2)
-        manager.create_topic("kept", 1)
-        renamed = manager.delete_topic("gone")
+        TopicAdmin(manager).create_topic("gone", 2)
+        TopicAdmin(manager).create_topic("kept", 1)
+        renamed = TopicAdmin(manager).delete_topic("gone")
         assert all(p.name.startswith("gone-") and p.name.endswith("-delete") and p.exists() for p in renamed)
         with pytest.raises(UnknownTopicOrPartitionError):
             manager.get_log("gone", 0)
@@ -124,7 +125,7 @@ def test_deleting_a_topic_renames_its_directories_then_removes_them(tmp_path):
 
 def test_a_delete_directory_left_by_a_crash_is_removed_after_restart(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        manager.create_topic("gone", 1)
+        TopicAdmin(manager).create_topic("gone", 1)
     (tmp_path / "gone-0").rename(tmp_path / "gone-0.0123456789abcdef0123456789abcdef-delete")
     with open_log_manager([tmp_path]) as manager:
         assert manager.topics() == []
@@ -137,7 +138,7 @@ def test_illegal_topic_names_are_refused_and_nothing_is_created(tmp_path, name):
     with open_log_manager([tmp_path / "d"]) as manager:
         before = tree(tmp_path)
         with pytest.raises(InvalidTopicError):
-            manager.create_topic(name, 1)
+            TopicAdmin(manager).create_topic(name, 1)
         assert tree(tmp_path) == before
 
 
@@ -145,31 +146,31 @@ def test_invalid_configs_and_partition_counts_are_refused_before_anything_is_wri
     with open_log_manager([tmp_path]) as manager:
         before = tree(tmp_path)
         with pytest.raises(InvalidConfigError, match="retention.ms"):
-            manager.create_topic("t", 1, {"retention.ms": "-5"})
+            TopicAdmin(manager).create_topic("t", 1, {"retention.ms": "-5"})
         with pytest.raises(InvalidConfigError, match="no.such.key"):
-            manager.create_topic("t", 1, {"no.such.key": "1"})
+            TopicAdmin(manager).create_topic("t", 1, {"no.such.key": "1"})
         with pytest.raises(InvalidPartitionsError):
-            manager.create_topic("t", 0)
+            TopicAdmin(manager).create_topic("t", 0)
         assert tree(tmp_path) == before
-        manager.create_topic("t", 2)
+        TopicAdmin(manager).create_topic("t", 2)
         with pytest.raises(TopicExistsError):
-            manager.create_topic("t", 1)
+            TopicAdmin(manager).create_topic("t", 1)
         with pytest.raises(InvalidPartitionsError, match="can only grow"):
-            manager.add_partitions("t", 1)
+            TopicAdmin(manager).add_partitions("t", 1)
 
 
 def test_topics_whose_names_differ_only_by_dot_and_underscore_collide(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        manager.create_topic("a.b", 1)
+        TopicAdmin(manager).create_topic("a.b", 1)
         with pytest.raises(InvalidTopicError, match="collides"):
-            manager.create_topic("a_b", 1)
+            TopicAdmin(manager).create_topic("a_b", 1)
 
 
 def test_adding_partitions_keeps_the_existing_ones(tmp_path):
     with open_log_manager([tmp_path / "a", tmp_path / "b"]) as manager:
-        manager.create_topic("t", 1)
+        TopicAdmin(manager).create_topic("t", 1)
         manager.get_log("t", 0).append(batch(2))
-        manager.add_partitions("t", 3)
+        TopicAdmin(manager).add_partitions("t", 3)
         assert sorted(manager.describe_topic("t").partitions) == [0, 1, 2]
         assert manager.get_log("t", 0).log_end_offset == 2
 
@@ -188,7 +189,7 @@ def test_a_missing_directory_is_an_error_when_creation_is_not_asked_for(tmp_path
 
 def test_an_unclean_shutdown_is_recovered_and_a_clean_one_is_not(tmp_path):
     manager = open_log_manager([tmp_path])
-    manager.create_topic("t", 1)
+    TopicAdmin(manager).create_topic("t", 1)
     manager.get_log("t", 0).append(batch(4))
     manager.close()
     with open_log_manager([tmp_path]) as manager:
@@ -213,7 +214,7 @@ def test_kafkas_kraft_metadata_log_is_never_loaded_nor_touched(tmp_path):
     with open_log_manager([tmp_path]) as manager:
         assert manager.topics() == []
         with pytest.raises(InvalidTopicError, match="reserved"):
-            manager.create_topic("__cluster_metadata", 1)
+            TopicAdmin(manager).create_topic("__cluster_metadata", 1)
     assert segment.read_bytes() == batch(3)
     assert [p for p in tree(tmp_path) if p.startswith("__cluster")] == [p for p in before if p.startswith("__cluster")]
     assert "__cluster_metadata" not in (tmp_path / "recovery-point-offset-checkpoint").read_text()
@@ -229,8 +230,8 @@ def test_the_broker_epoch_of_the_clean_shutdown_marker_survives_an_open_and_clos
 
 def test_an_engine_can_hold_any_subset_of_a_topics_partitions(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        assert manager.ensure_partitions("orders", [0, 2], {"retention.ms": 1000}) == [0, 2]
-        assert manager.ensure_partitions("orders", [0, 2, 4]) == [4]     # only the missing one is made
+        assert TopicAdmin(manager).ensure_partitions("orders", [0, 2], {"retention.ms": 1000}) == [0, 2]
+        assert TopicAdmin(manager).ensure_partitions("orders", [0, 2, 4]) == [4]     # only the missing one is made
         described = manager.describe_topic("orders")
         assert sorted(described.partitions) == [0, 2, 4]
         assert described.overrides == {"retention.ms": "1000"}         # new partitions take the topic's config
@@ -241,22 +242,22 @@ def test_an_engine_can_hold_any_subset_of_a_topics_partitions(tmp_path):
 
 def test_deleting_some_partitions_keeps_the_rest_and_deleting_all_deletes_the_topic(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        manager.ensure_partitions("orders", [0, 1, 2])
+        TopicAdmin(manager).ensure_partitions("orders", [0, 1, 2])
         manager.get_log("orders", 1).append(batch(1))
-        renamed = manager.delete_partitions("orders", [0, 2])
+        renamed = TopicAdmin(manager).delete_partitions("orders", [0, 2])
         assert sorted(p.name.split(".")[0] for p in renamed) == ["orders-0", "orders-2"]
         assert sorted(manager.describe_topic("orders").partitions) == [1]
         assert manager.get_log("orders", 1).log_end_offset == 1
-        manager.delete_partitions("orders", [1])
+        TopicAdmin(manager).delete_partitions("orders", [1])
         assert manager.topics() == []
         assert manager.delete_pending_dirs() == 3
 
 
 def test_holding_partitions_refuses_bad_numbers_and_colliding_names(tmp_path):
     with open_log_manager([tmp_path]) as manager:
-        manager.ensure_partitions("a.b", [0])
+        TopicAdmin(manager).ensure_partitions("a.b", [0])
         with pytest.raises(InvalidTopicError, match="collides"):
-            manager.ensure_partitions("a_b", [0])
+            TopicAdmin(manager).ensure_partitions("a_b", [0])
         with pytest.raises(InvalidPartitionsError):
-            manager.ensure_partitions("c", [-1])
+            TopicAdmin(manager).ensure_partitions("c", [-1])
         assert manager.topics() == ["a.b"]

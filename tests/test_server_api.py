@@ -203,10 +203,17 @@ def test_fetch_is_batch_granular_in_binary_and_exact_in_json(server: Server) -> 
     assert at_end["records"] == [] and at_end["nextOffset"] == 40
 
 
+def long_poll_endings(server: Server) -> dict[str, float]:
+    samples = metric_samples(server)
+    return {how: samples.get(("stratalog_fetch_long_polls_total", (("outcome", how),)), 0.0)
+            for how in ("woken", "expired")}
+
+
 def test_long_poll_answers_as_soon_as_data_arrives(server: Server) -> None:
     server.create_topic("tail")
     server.produce_json("tail", 0, [{"value": "first"}])
     result: dict[str, Any] = {}
+    before = long_poll_endings(server)
 
     def poll() -> None:
         reply = requests.get(server.url("/v1/topics/tail/partitions/0/records"),
@@ -219,9 +226,11 @@ def test_long_poll_answers_as_soon_as_data_arrives(server: Server) -> None:
     wait_until(lambda: metric_samples(server).get(("stratalog_fetch_long_polls_waiting", ()), 0) >= 1)
     server.produce_json("tail", 0, [{"value": "second"}])
     waiting.join()
-    # Had the poll run out its wait instead, it would have answered with no records.
     assert [r["value"] for r in result["reply"]["records"]] == ["second"]
     assert result["reply"]["nextOffset"] == 2
+    # The append woke the waiting fetch: it did not run out its 30 s and read again.
+    after = long_poll_endings(server)
+    assert (after["woken"] - before["woken"], after["expired"] - before["expired"]) == (1, 0)
 
 
 def test_long_poll_without_data_answers_empty_at_the_same_offset(server: Server) -> None:

@@ -20,6 +20,7 @@ import pytest
 from stratalog.cli import main
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 T0 = 1_700_000_000_000
 CLI = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())"]
@@ -37,7 +38,7 @@ def data_dir(tmp_path: Path) -> Path:
     """Topic t, 2 partitions, segments of ~300 bytes, an index entry after every append."""
     directory = tmp_path / "data"
     with open_log_manager([directory]) as manager:
-        manager.create_topic("t", 2, {"segment.bytes": "300", "index.interval.bytes": "1"})
+        TopicAdmin(manager).create_topic("t", 2, {"segment.bytes": "300", "index.interval.bytes": "1"})
         for i in range(24):
             codec = list(Compression)[i % 5]
             batch = build_batch([Record(j, T0 + (i * 7) % 11 * 100 + j, b"k%d" % j, b"v" * (i % 4 + 1))
@@ -182,9 +183,10 @@ def test_a_checkpoint_that_does_not_parse_is_an_error(data_dir, capsys):
 
 def test_the_untrimmed_indexes_of_a_crash_are_not_corruption(tmp_path, capsys):
     directory = tmp_path / "data"
-    script = (f"import os\nfrom stratalog.storage.log_manager import open_log_manager\nfrom stratalog.records import "
+    script = (f"import os\nfrom stratalog.broker.topics import TopicAdmin\n"
+              f"from stratalog.storage.log_manager import open_log_manager\nfrom stratalog.records import "
               f"Record, build_batch\nm = open_log_manager([{str(directory)!r}])\n"
-              f"m.create_topic('t', 1, {{'index.interval.bytes': '1'}})\nm.create_topic('idle', 1)\n"
+              f"TopicAdmin(m).create_topic('t', 1, {{'index.interval.bytes': '1'}})\nTopicAdmin(m).create_topic('idle', 1)\n"
               f"for i in range(5):\n    m.get_log('t', 0).append(build_batch([Record(0, {T0} + i, b'k', b'v')]))\n"
               f"os._exit(0)\n")
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)

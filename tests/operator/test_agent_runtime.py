@@ -17,6 +17,7 @@ from stratalog_operator.agent.handlers import AgentRuntime, Intervals
 from stratalog_operator.kube import Kube
 from stratalog_operator.metrics import OperatorMetrics
 from stratalog_operator.outcome import Outcome
+from stratalog.broker.topics import TopicAdmin
 
 NO_CLUSTER = cast(Kube, None)   # these paths never reach the API server
 
@@ -35,7 +36,7 @@ def agent(engine: Engine, **settings: Any) -> Agent:
 
 
 def test_volumes_report_capacity_usage_and_the_partitions_they_hold(engine: Engine) -> None:
-    engine.manager.ensure_partitions("orders", [0, 2])
+    TopicAdmin(engine.manager).ensure_partitions("orders", [0, 2])
     [volume] = agent(engine).volumes()
     assert volume["name"] == "data-0" and volume["partitions"] == 2
     assert volume["capacityBytes"] >= volume["usedBytes"] > 0 and volume["freeBytes"] >= 0

@@ -15,6 +15,7 @@ import time
 
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 
 def main() -> None:
@@ -22,7 +23,7 @@ def main() -> None:
     rng = random.Random(seed)
     manager = open_log_manager([data_dir])
     if "crash" not in manager.topics():
-        manager.create_topic("crash", 1, {"segment.bytes": "4096", "index.interval.bytes": "512",
+        TopicAdmin(manager).create_topic("crash", 1, {"segment.bytes": "4096", "index.interval.bytes": "512",
                                           "segment.index.bytes": "1024"})
     log = manager.get_log("crash", 0)
     print(f"ready {log.log_end_offset}", flush=True)

@@ -18,6 +18,7 @@ from stratalog.records import Compression, Record
 from stratalog_spark.jobs.cli import main as jobs_main
 from stratalog_spark.jobs.compaction_plan import plan_topic
 from stratalog_spark.store import Location
+from stratalog.broker.topics import TopicAdmin
 
 from .conftest import append, engine, reader
 
@@ -56,7 +57,7 @@ def planned(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     data, plans = base / "data", base / "plans"
     rng = random.Random(3)
     with engine(data) as manager:
-        manager.create_topic("c", 2, {"cleanup.policy": "compact", "segment.bytes": "1200",
+        TopicAdmin(manager).create_topic("c", 2, {"cleanup.policy": "compact", "segment.bytes": "1200",
                                       "file.delete.delay.ms": "0"})
         for n in range(260):
             records = [Record(i, BASE_TS + n, b"key-%d" % rng.randrange(45),

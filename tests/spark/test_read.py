@@ -17,6 +17,7 @@ from stratalog.storage.retention import delete_records
 from stratalog_spark.options import parse_source_options
 from stratalog_spark.reader import RangePartition, StratalogBatchReader
 from stratalog_spark.schema import arrow_schema, kafka_schema, projection
+from stratalog.broker.topics import TopicAdmin
 
 from .conftest import append, consume, engine, reader
 
@@ -44,9 +45,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = random.Random(8)
     codecs = list(Compression)
     with engine(directory) as manager:
-        manager.create_topic("mixed", PARTITIONS, {"segment.bytes": "1500", "index.interval.bytes": "200"})
-        manager.create_topic("appended", 1, {"message.timestamp.type": "LogAppendTime", "segment.bytes": "1000"})
-        manager.create_topic("timed", 2, {"segment.bytes": "800"})
+        TopicAdmin(manager).create_topic("mixed", PARTITIONS, {"segment.bytes": "1500", "index.interval.bytes": "200"})
+        TopicAdmin(manager).create_topic("appended", 1, {"message.timestamp.type": "LogAppendTime", "segment.bytes": "1000"})
+        TopicAdmin(manager).create_topic("timed", 2, {"segment.bytes": "800"})
         for n in range(90):
             records = []
             for i in range(rng.randint(1, 6)):
@@ -188,7 +189,7 @@ def retained(tmp_path: Path) -> Path:
     """A partition whose first segments DeleteRecords removed: the log starts at 40 now."""
     directory = tmp_path / "data"
     with engine(directory) as manager:
-        manager.create_topic("r", 1, {"segment.bytes": "600"})
+        TopicAdmin(manager).create_topic("r", 1, {"segment.bytes": "600"})
         for n in range(80):
             append(manager, "r", 0, [Record(0, BASE_TS + n, b"k", b"value-%d" % n)])
         log = manager.get_log("r", 0)

@@ -11,6 +11,7 @@ from typing import Any
 from stratalog.storage.log_manager import LogManager
 from stratalog.records import Compression, Record
 from stratalog_spark.offsets import rate_limit
+from stratalog.broker.topics import TopicAdmin
 
 from .conftest import append, engine
 
@@ -63,13 +64,13 @@ def wait_for(condition: Any, what: str) -> None:
 def test_a_stream_reads_every_record_once_while_appended_to_stopped_and_restarted(spark, tmp_path):
     data, out, checkpoint = tmp_path / "data", tmp_path / "out", tmp_path / "checkpoint"
     with engine(data) as manager:
-        manager.create_topic("s", 2, {"segment.bytes": "700"})
+        TopicAdmin(manager).create_topic("s", 2, {"segment.bytes": "700"})
         producer = Producer(manager)
         producer.produce(60, 2)
 
         # 1. A running query while the topic grows (and gains a partition), stopped mid-flight.
         running = start(spark, data, out, checkpoint, processingTime="0 seconds")
-        writer = threading.Thread(target=lambda: (producer.produce(80, 2), manager.add_partitions("s", 3),
+        writer = threading.Thread(target=lambda: (producer.produce(80, 2), TopicAdmin(manager).add_partitions("s", 3),
                                                   producer.produce(60, 3)))
         writer.start()
         writer.join(WAIT_S)

@@ -9,6 +9,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from pyspark.sql import types as T
 
 from stratalog.broker.partitioner import murmur2, partition_for_key
+from stratalog.broker.topics import TopicAdmin
 
 from .conftest import engine
 
@@ -40,8 +41,8 @@ def read_back(data: Path, topic: str) -> dict[int, list[tuple[bytes | None, byte
 def data(tmp_path: Path) -> Path:
     directory = tmp_path / "data"
     with engine(directory) as manager:
-        manager.create_topic("w", PARTITIONS, {"segment.bytes": "4000"})
-        manager.create_topic("other", 2)
+        TopicAdmin(manager).create_topic("w", PARTITIONS, {"segment.bytes": "4000"})
+        TopicAdmin(manager).create_topic("other", 2)
     return directory
 
 

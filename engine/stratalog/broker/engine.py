@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stratalog.storage.cleaner import CleanReport, LogCleaner
+from stratalog.storage.cleaner import CleanReport, LogCleaner, LogToClean, log_to_clean
 from stratalog.common.config import EngineConfig
-from stratalog.storage.log import Clock, wall_clock_ms
+from stratalog.storage.log import Clock, Log, wall_clock_ms
 from stratalog.storage.log_manager import LogManager
 from stratalog.common.names import TopicPartition
 from stratalog.storage.retention import Deletion, delete_old_segments
@@ -148,6 +148,11 @@ class Engine:
         result: dict[str, int] = self._record("deletion", task)
         return result
 
+    def cleanable(self, log: Log, now_ms: int | None = None) -> LogToClean:
+        """What the cleaner would clean of a compacted log now: its dirty ratio and first dirty offset."""
+        now = self.clock() if now_ms is None else now_ms
+        return log_to_clean(log, self.manager.checkpoints.cleaner_offset(log.topic_partition), now)
+
     def checkpoint_age_ms(self) -> int | None:
         record = self.tasks.get("checkpoints")
         return None if record is None or record.last_run_ms is None else self.clock() - record.last_run_ms
@@ -161,11 +166,11 @@ class Engine:
             ("retention", c.log_retention_check_interval_ms, self.run_retention),
             ("flush", c.log_flush_scheduler_interval_ms, self.flush_dirty_logs),
             ("recovery-point-checkpoint", c.log_flush_offset_checkpoint_interval_ms,
-             lambda: self._record("checkpoints", self.manager.checkpoint_recovery_points)),
+             lambda: self._record("checkpoints", self.manager.checkpoints.recovery_points)),
             ("log-start-offset-checkpoint", c.log_flush_start_offset_checkpoint_interval_ms,
-             lambda: self._record("checkpoints", self.manager.checkpoint_log_start_offsets)),
+             lambda: self._record("checkpoints", self.manager.checkpoints.log_start_offsets)),
             ("high-watermark-checkpoint", c.replica_high_watermark_checkpoint_interval_ms,
-             lambda: self._record("checkpoints", self.manager.checkpoint_high_watermarks)),
+             lambda: self._record("checkpoints", self.manager.checkpoints.high_watermarks)),
             ("deletion", FILE_DELETION_INTERVAL_MS, self.delete_expired),
         ]
         # A period of Long.MAX (Kafka's "never") simply never comes due.

@@ -9,6 +9,7 @@ from stratalog.common.config import parse_key_value_pairs
 from stratalog.storage.log_manager import LogManager
 from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
 from stratalog.cli.remote import Client, check_local_only, topic_path
+from stratalog.broker.topics import TopicAdmin
 
 
 def register(sub: Any) -> None:
@@ -40,21 +41,21 @@ def run(args: argparse.Namespace) -> int:
     with opened(args, create_missing=args.action == "create") as manager:
         if args.action == "create":
             topic = _require_topic(args)
-            manager.create_topic(topic, args.partitions or 1, overrides)
+            TopicAdmin(manager).create_topic(topic, args.partitions or 1, overrides)
             print(f"Created topic {topic}.")
         elif args.action == "alter":
             topic = _require_topic(args)
             if args.partitions is not None:
-                manager.add_partitions(topic, args.partitions)
+                TopicAdmin(manager).add_partitions(topic, args.partitions)
             if overrides or args.delete_config:
                 current = manager.describe_topic(topic).overrides
                 merged = {k: v for k, v in current.items() if k not in set(args.delete_config)}
                 merged.update(overrides)
-                manager.alter_topic_config(topic, merged)
+                TopicAdmin(manager).alter_topic_config(topic, merged)
             print(f"Altered topic {topic}.")
         elif args.action == "delete":
             topic = _require_topic(args)
-            manager.delete_topic(topic)
+            TopicAdmin(manager).delete_topic(topic)
             manager.delete_pending_dirs()
             print(f"Deleted topic {topic}.")
         elif args.action == "list":

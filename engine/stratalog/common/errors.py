@@ -98,3 +98,13 @@ class CheckpointError(StratalogError):
     """A checkpoint file whose text does not follow Kafka's format."""
 
     code = "KAFKA_STORAGE_ERROR"
+
+
+class InvalidRequiredAcksError(StratalogError):
+    code = "INVALID_REQUIRED_ACKS"
+
+
+class StoredBatchError(StratalogError):
+    """Stored bytes that do not decode when served: the disk's fault, never the request's."""
+
+    code = "KAFKA_STORAGE_ERROR"

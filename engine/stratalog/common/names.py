@@ -38,6 +38,8 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # Not a Kafka file: Kafka keeps topic configs in its metadata log; a standalone
 # engine has no such log, so each partition directory carries its topic's overrides.
 TOPIC_CONFIG_FILE = "stratalog-topic.properties"
+# Kafka's KRaft metadata log belongs to the Raft layer: never created, loaded or deleted as a topic.
+RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")

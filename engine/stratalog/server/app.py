@@ -91,8 +91,7 @@ def create_app(state: ServerState) -> web.Application:
 
     async def wake_long_polls(app: web.Application) -> None:
         # Runs when shutdown begins: waiting fetches answer at once instead of holding the drain.
-        state.draining = True
-        state.signals.notify_all()
+        state.begin_draining()
 
     app.on_shutdown.append(wake_long_polls)
     return app

@@ -57,10 +57,6 @@ class RequestError(StratalogError):
         self.status = status
 
 
-class InvalidRequiredAcksError(StratalogError):
-    code = "INVALID_REQUIRED_ACKS"
-
-
 class BodyTooLargeError(StratalogError):
     """The body is over the server's limit; refused before it is buffered."""
 
@@ -70,12 +66,6 @@ class BodyTooLargeError(StratalogError):
 
 class NotReadyError(StratalogError):
     code = "BROKER_NOT_AVAILABLE"
-
-
-class StorageError(StratalogError):
-    """Stored bytes that do not decode: the disk's fault, never the request's."""
-
-    code = "KAFKA_STORAGE_ERROR"
 
 
 def status_for(error: StratalogError) -> int:

@@ -13,7 +13,6 @@ from typing import Any
 
 from aiohttp import web
 
-from stratalog.storage.cleaner import CleanReport
 from stratalog import __version__
 from stratalog.server import params
 from stratalog.server.metrics import CONTENT_TYPE
@@ -21,15 +20,10 @@ from stratalog.server.state import ServerState, state_of
 
 
 
-def clean_report_to_dict(report: CleanReport) -> dict[str, object]:
-    """The same fields ``stratalog compact`` prints for a local pass."""
-    return report.to_dict()
-
-
 def _topic_filter(request: web.Request, state: ServerState) -> str | None:
     topic = params.query_topic(request)
     if topic is not None:
-        state.manager.describe_topic(topic)  # an unknown topic is a 404, not an empty pass
+        state.broker.topics.describe_topic(topic)  # an unknown topic is a 404, not an empty pass
     return topic
 
 
@@ -37,7 +31,7 @@ async def retention(request: web.Request) -> web.Response:
     state = state_of(request)
     topic = _topic_filter(request, state)
     done = await state.run_maintenance(state.engine.run_retention, topic)
-    logs = state.manager.logs()
+    logs = state.engine.manager.logs()
     deletions = []
     for tp, deletion in done:
         log = logs.get(tp)
@@ -52,11 +46,12 @@ async def clean(request: web.Request) -> web.Response:
     force = params.query_bool(request, "force", False)  # every parameter is parsed before any lookup
     topic = _topic_filter(request, state)
 
-    def run() -> list[CleanReport]:
-        return state.engine.run_cleaner(topic=topic, force=force)
+    def run() -> list[dict[str, object]]:
+        # The same fields ``stratalog compact`` prints for a local pass.
+        return [report.to_dict() for report in state.engine.run_cleaner(topic=topic, force=force)]
 
     reports = await state.run_maintenance(run)
-    return web.json_response({"logsCleaned": len(reports), "reports": [clean_report_to_dict(r) for r in reports]})
+    return web.json_response({"logsCleaned": len(reports), "reports": reports})
 
 
 async def checkpoints(request: web.Request) -> web.Response:
@@ -74,7 +69,7 @@ async def flush(request: web.Request) -> web.Response:
             flushed = state.engine.flush_dirty_logs()
         else:
             flushed = []
-            for tp, log in sorted(state.manager.logs().items()):
+            for tp, log in sorted(state.engine.manager.logs().items()):
                 if log.unflushed_messages() > 0:
                     log.flush()
                     flushed.append(tp)

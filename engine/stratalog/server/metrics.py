@@ -23,11 +23,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from stratalog.storage.cleaner import log_to_clean
 from stratalog.common.names import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -37,6 +36,7 @@ from stratalog.common.names import (
 
 if TYPE_CHECKING:
     from stratalog.broker.engine import Engine
+    from stratalog.broker.signals import WaitCounts
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ _CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REP
 
 
 class ServerMetrics:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, waits: WaitCounts) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         registry = self.registry
         tp = ["topic", "partition"]
@@ -67,9 +67,8 @@ class ServerMetrics:
         self.errors = Counter("stratalog_errors", "Error responses by Kafka error code", ["code"], registry=registry)
         self.requests = Counter("stratalog_http_requests", "HTTP requests by method, route and status",
                                 ["method", "route", "status"], registry=registry)
-        self.long_polls = Gauge("stratalog_fetch_long_polls_waiting", "Fetches waiting for new data now",
-                                registry=registry)
         registry.register(EngineCollector(engine))
+        registry.register(FetchWaitCollector(waits))
 
     def error(self, code: str) -> None:
         self.errors.labels(code).inc()
@@ -85,6 +84,22 @@ class ServerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class FetchWaitCollector(Collector):
+    """Fetches waiting at the high watermark now, and how the waits so far ended."""
+
+    def __init__(self, waits: WaitCounts) -> None:
+        self.waits = waits
+
+    def collect(self) -> Iterator[Metric]:
+        waiting = GaugeMetricFamily("stratalog_fetch_long_polls_waiting", "Fetches waiting for new data now")
+        waiting.add_metric([], float(self.waits.waiting))
+        ended = CounterMetricFamily("stratalog_fetch_long_polls", "Long-poll waits that ended, by how: woken "
+                                    "by an append (or a deletion, or shutdown), or expired", labels=["outcome"])
+        ended.add_metric(["woken"], float(self.waits.completed_by_append))
+        ended.add_metric(["expired"], float(self.waits.expired))
+        yield from (waiting, ended)
 
 
 class EngineCollector(Collector):
@@ -149,7 +164,7 @@ class EngineCollector(Collector):
                 continue
             key = [tp.topic, str(tp.partition)]
             try:
-                dirty.add_metric(key, log_to_clean(log, engine.manager.cleaner_offset(tp), now).dirty_ratio)
+                dirty.add_metric(key, engine.cleanable(log, now).dirty_ratio)
             except Exception:  # noqa: BLE001 - closed under us by a topic deletion
                 continue
             status = cleaner.status.get(tp) if cleaner is not None else None

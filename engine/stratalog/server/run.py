@@ -29,6 +29,7 @@ from stratalog.common.errors import StratalogError
 from stratalog.broker.engine import Engine
 from stratalog.server.app import create_app
 from stratalog.server.state import ServerState, Settings
+from stratalog.broker.topics import TopicAdmin
 
 logger = logging.getLogger("stratalog.serve")
 
@@ -78,7 +79,7 @@ def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> N
             have = len(manager.describe_topic(name).partitions)
             logger.info("topic %s exists (%d partitions); --create-topic leaves it as it is", name, have)
             continue
-        manager.create_topic(name, partitions)
+        TopicAdmin(manager).create_topic(name, partitions)
         logger.info("created topic %s with %d partition(s)", name, partitions)
 
 
@@ -119,8 +120,7 @@ async def serve(options: ServeOptions) -> int:
             logger.info("%s again: already stopping", signal.Signals(signum).name)
             return
         logger.info("%s: stopping (draining requests in flight)", signal.Signals(signum).name)
-        state.draining = True  # new requests get 503 while the listener closes
-        state.signals.notify_all()  # long polls answer now
+        state.begin_draining()  # new requests get 503 while the listener closes; long polls answer now
         stop.set()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -131,7 +131,7 @@ async def serve(options: ServeOptions) -> int:
         try:
             # The start cannot be interrupted half-way (recovery renames files); a signal
             # during it is acted on once it is done.
-            await loop.run_in_executor(state.maintenance, _start_engine, engine, options.create_topics)
+            await loop.run_in_executor(state.broker.maintenance, _start_engine, engine, options.create_topics)
             state.started = True
             logger.info("ready (schedule %s)", "on" if options.schedule else "off: use /v1/maintenance/*")
             await stop.wait()

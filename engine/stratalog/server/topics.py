@@ -1,8 +1,8 @@
 """Topic admin (Kafka's CreateTopics / DeleteTopics / CreatePartitions / IncrementalAlterConfigs)
 and per-partition statistics.
 
-Every change goes through ``LogManager``, the same calls ``stratalog topics``
-makes, so the on-disk result of an API call and of the CLI is identical. Admin
+Every change goes through the broker's ``TopicAdmin``, the same calls ``stratalog topics``
+and the Kubernetes agent make, so the on-disk result of each is identical. Admin
 calls run on the io pool: creating partitions creates directories and index
 files, deleting renames them.
 """
@@ -13,40 +13,37 @@ from typing import Any
 
 from aiohttp import web
 
-from stratalog.storage.cleaner import log_to_clean
 from stratalog.common.errors import InvalidPartitionsError
-from stratalog.storage.log import Log
-from stratalog.storage.log_manager import LogManager
 from stratalog.common.names import TopicPartition
 from stratalog.server import params
 from stratalog.server.state import ADMIN_BODY_LIMIT, ServerState, state_of
 
 
 
-def partition_summary(log: Log) -> dict[str, Any]:
+def partition_summary(state: ServerState, tp: TopicPartition) -> dict[str, Any]:
+    log = state.broker.log(tp)
     return {"partition": log.topic_partition.partition, "logDir": str(log.dir.parent),
             "logStartOffset": log.log_start_offset, "logEndOffset": log.log_end_offset,
             "highWatermark": log.high_watermark, "size": log.size, "segments": len(log.segments)}
 
 
-def describe(manager: LogManager, topic: str) -> dict[str, Any]:
-    description = manager.describe_topic(topic)
-    partitions = [partition_summary(manager.get_log(topic, p)) for p in description.partitions]
+def describe(state: ServerState, topic: str) -> dict[str, Any]:
+    description = state.broker.topics.describe_topic(topic)
+    partitions = [partition_summary(state, TopicPartition(topic, p)) for p in description.partitions]
     return {"name": topic, "partitionCount": len(partitions), "configs": description.overrides,
             "effectiveConfigs": description.config.to_properties(), "partitions": partitions}
 
 
 def partition_stats(state: ServerState, topic: str, partition: int) -> dict[str, Any]:
-    manager = state.manager
-    log = manager.get_log(topic, partition)
     tp = TopicPartition(topic, partition)
-    stats = partition_summary(log)
+    log = state.broker.log(tp)
+    stats = partition_summary(state, tp)
     stats.update({"topic": topic, "recoveryPoint": log.recovery_point,
                   "unflushedMessages": log.unflushed_messages(), "compacted": log.config.compact,
                   "dirtyRatio": None, "firstDirtyOffset": None, "lastCleanMs": None, "cleanerPasses": 0,
                   "uncleanableReason": None})
     if log.config.compact:
-        candidate = log_to_clean(log, manager.cleaner_offset(tp), manager.clock())
+        candidate = state.engine.cleanable(log)
         stats["dirtyRatio"] = candidate.dirty_ratio
         stats["firstDirtyOffset"] = candidate.first_dirty_offset
     cleaner = state.engine.cleaner
@@ -63,7 +60,7 @@ async def list_topics(request: web.Request) -> web.Response:
 
     def run() -> list[dict[str, Any]]:
         counts: dict[str, int] = {}
-        for tp in state.manager.logs():
+        for tp in state.engine.manager.logs():
             counts[tp.topic] = counts.get(tp.topic, 0) + 1
         return [{"name": name, "partitionCount": count} for name, count in sorted(counts.items())]
 
@@ -84,8 +81,8 @@ async def create_topic(request: web.Request) -> web.Response:
     configs = params.field_configs(body, "configs")
 
     def run() -> dict[str, Any]:
-        state.manager.create_topic(name, partitions, configs)
-        return describe(state.manager, name)
+        state.broker.topics.create_topic(name, partitions, configs)
+        return describe(state, name)
 
     try:
         result = await state.run(run)
@@ -97,7 +94,7 @@ async def create_topic(request: web.Request) -> web.Response:
 async def get_topic(request: web.Request) -> web.Response:
     state = state_of(request)
     topic = params.topic(request)
-    return web.json_response(await state.run(describe, state.manager, topic))
+    return web.json_response(await state.run(describe, state, topic))
 
 
 async def alter_configs(request: web.Request) -> web.Response:
@@ -109,13 +106,8 @@ async def alter_configs(request: web.Request) -> web.Response:
     to_delete = set(params.field_str_list(body, "delete"))
 
     def run() -> dict[str, Any]:
-        manager = state.manager
-        with manager.lock:  # read-modify-write of the overrides as one step
-            current = manager.describe_topic(topic).overrides
-            merged = {k: v for k, v in current.items() if k not in to_delete}
-            merged.update(to_set)
-            manager.alter_topic_config(topic, merged)
-            return describe(manager, topic)
+        state.broker.topics.alter_topic_config_incrementally(topic, to_set, to_delete)
+        return describe(state, topic)
 
     try:
         result = await state.run(run)
@@ -136,8 +128,8 @@ async def add_partitions(request: web.Request) -> web.Response:
     total = params.field_int(body, "count", minimum=1, maximum=limit)
 
     def run() -> dict[str, Any]:
-        state.manager.add_partitions(topic, total)
-        return describe(state.manager, topic)
+        state.broker.topics.add_partitions(topic, total)
+        return describe(state, topic)
 
     return web.json_response(await state.run(run))
 
@@ -147,17 +139,11 @@ async def delete_topic(request: web.Request) -> web.Response:
     state = state_of(request)
     topic = params.topic(request)
 
-    def run() -> tuple[list[int], list[str]]:
-        partitions = list(state.manager.describe_topic(topic).partitions)
-        return partitions, [str(p) for p in state.manager.delete_topic(topic)]
-
     try:
-        partitions, renamed = await state.run(run)
+        partitions, renamed = await state.broker.delete_topic(topic)
     finally:
         state.topics_changed()
     state.metrics.forget_topic(topic, partitions)
-    for partition in partitions:
-        state.signals.notify(TopicPartition(topic, partition))  # long polls on it answer now
     return web.json_response({"deleted": topic, "partitions": len(partitions), "renamedTo": renamed})
 
 

@@ -18,13 +18,19 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from stratalog.common.files import fsync_dir
 from stratalog.common.config import LogConfig
-from stratalog.common.errors import OffsetOutOfRangeError, RecordBatchTooLargeError, UnknownTopicOrPartitionError
+from stratalog.common.errors import (
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    StratalogError,
+    UnknownTopicOrPartitionError,
+)
 from stratalog.storage.leader_epoch import LeaderEpochCache
 from stratalog.common.crash_points import crash_point
 from stratalog.common.names import (
@@ -83,6 +89,17 @@ class FetchInfo:
     log_start_offset: int
     log_end_offset: int
     first_entry_incomplete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedAppend:
+    """Batches validated against one config of one log, ready for ``Log.append_prepared``."""
+
+    log: Log
+    config: LogConfig
+    now_ms: int
+    batches: tuple[bytes | bytearray, ...]  # as sent, should they need validating again
+    validated: tuple[ValidatedBatch, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,28 +200,71 @@ class Log:
 
     # -- append -----------------------------------------------------------------------------
     def append(self, batch: bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
-        """Append one producer batch as leader: validate, assign offsets, write.
+        """Append one producer batch as leader (``append_batches`` of one)."""
+        return self.append_batches((batch,), now_ms=now_ms)[0]
 
-        Kafka accepts exactly one v2 batch per produce request; the bytes are
-        copied once and only the header is rewritten, unless the topic's
+    def append_batches(self, batches: Sequence[bytes | bytearray], *, now_ms: int | None = None
+                       ) -> list[AppendInfo]:
+        """Append producer batches as leader: contiguous offsets, all of them or none.
+
+        The bytes are copied once and only the header is rewritten, unless the topic's
         ``compression.type`` asks for another codec.
         """
+        return self.append_prepared(self.prepare_append(batches, now_ms=now_ms))
+
+    def prepare_append(self, batches: Sequence[bytes | bytearray], *, now_ms: int | None = None
+                       ) -> PreparedAppend:
+        """Validate batches for ``append_prepared`` without changing anything.
+
+        Splitting the two lets a request that spans several partitions refuse all of them
+        when one batch is bad, while each batch is still validated only once. Validation
+        is the CPU-heavy part (CRCs, record walks, perhaps recompression), so it runs
+        outside the log's lock.
+        """
+        if not batches:
+            raise InvalidRecordError(f"append to {self.topic_partition}: no record batch to append")
         now = self.clock() if now_ms is None else now_ms
-        validated = validate_leader_batch(batch, self.config, self.topic_partition, now)
+        config = self.config
+        return PreparedAppend(self, config, now, tuple(batches), tuple(self._validate(batches, config, now)))
+
+    def append_prepared(self, prepared: PreparedAppend) -> list[AppendInfo]:
+        """Append what ``prepare_append`` validated, all or none, under the log's lock.
+
+        Should the config have changed since (an alter-configs in between), the batches
+        are validated again under the lock against the config that is now in force.
+        """
+        if prepared.log is not self:
+            raise ValueError(f"{self.topic_partition}: batches prepared for {prepared.log.topic_partition}")
         with self.lock:
             self._check_open()
-            return self._append_validated(validated, now)
+            validated = prepared.validated
+            if prepared.config is not self.config:
+                validated = tuple(self._validate(prepared.batches, self.config, prepared.now_ms))
+            return [self._append_validated(v, prepared.now_ms) for v in validated]
+
+    def _validate(self, batches: Sequence[bytes | bytearray], config: LogConfig, now: int
+                  ) -> list[ValidatedBatch]:
+        out = []
+        for number, batch in enumerate(batches, start=1):
+            try:
+                validated = validate_leader_batch(batch, config, self.topic_partition, now)
+                if len(validated.data) > config.segment_bytes:
+                    raise RecordBatchTooLargeError(
+                        f"{self.topic_partition}: batch of {len(validated.data)} bytes is larger than "
+                        f"segment.bytes ({config.segment_bytes}) and can never fit in a segment"
+                    )
+            except StratalogError as error:
+                if len(batches) > 1:  # say which batch, keeping the error's type and code
+                    error.args = (f"batch {number} of {len(batches)}: {error}",)
+                raise
+            out.append(validated)
+        return out
 
     def _append_validated(self, validated: ValidatedBatch, now: int) -> AppendInfo:
         data = validated.data
         first_offset = self.log_end_offset
         last_offset = first_offset + validated.last_offset_delta
         set_offsets_in_place(data, 0, first_offset, self.leader_epoch)
-        if len(data) > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"{self.topic_partition}: batch of {len(data)} bytes is larger than segment.bytes "
-                f"({self.config.segment_bytes}) and can never fit in a segment"
-            )
         segment = self._maybe_roll(len(data), validated.max_timestamp, last_offset, now)
         segment.append(last_offset, validated.max_timestamp, last_offset, data)
         self.epoch_cache.assign(self.leader_epoch, first_offset)
@@ -451,10 +511,7 @@ class Log:
         with self.lock:
             self._check_open()
             crash_point("swap.begin")
-            for part in (new.log, new.offset_index, new.time_index):
-                name = part.path.name
-                part.rename(part.path.with_name(name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
-                crash_point("swap.renamed_to_swap")
+            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX, crash_point_after_each="swap.renamed_to_swap")
             due = self.clock() + self.config.file_delete_delay_ms
             for segment in sorted(old, key=lambda s: s.base_offset):
                 if self._segments.get(segment.base_offset) is not segment:

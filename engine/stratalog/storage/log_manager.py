@@ -1,12 +1,13 @@
 """All logs of an engine across its data directories (Kafka's ``LogManager``, without the scheduler).
 
 It owns the directories: their ``.lock``, ``meta.properties``, the clean-shutdown
-marker and the directory-level checkpoint files; it loads every partition
-directory at open, places new partitions in the directory holding the fewest,
-persists topic configs beside their partitions, and deletes topics by renaming
-them to ``-delete`` directories that are removed afterwards. Periodic work
-(retention, cleaning, checkpoint writes) is triggered from outside through its
-methods, so that ``stratalog serve`` and the Kubernetes agent can schedule it.
+marker and the directory-level checkpoint files (``checkpoints``); it loads every
+partition directory at open, places new partitions in the directory holding the
+fewest, persists topic configs beside their partitions, and deletes partitions by
+renaming them to ``-delete`` directories that are removed afterwards. The rules of
+topics (names, counts, collisions) are the broker's (``stratalog.broker.topics``);
+periodic work (retention, cleaning, checkpoint writes) is triggered from outside,
+so that ``stratalog serve`` and the Kubernetes agent can schedule it.
 """
 
 from __future__ import annotations
@@ -19,43 +20,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stratalog.common.files import atomic_write
-from stratalog.storage.checkpoint import (
-    OffsetCheckpointFile,
-    consume_clean_shutdown,
-    ensure_meta_properties,
-    write_clean_shutdown,
-)
+from stratalog.storage.checkpoint import consume_clean_shutdown, ensure_meta_properties, write_clean_shutdown
+from stratalog.storage.checkpoints import Checkpoints, DataDir
 from stratalog.common.properties import format_properties, parse_properties
 from stratalog.common.config import EngineConfig, LogConfig
-from stratalog.storage.dir_lock import DirLock
-from stratalog.common.errors import (
-    CheckpointError,
-    InvalidConfigError,
-    InvalidPartitionsError,
-    InvalidTopicError,
-    LogDirError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
-)
+from stratalog.common.errors import InvalidConfigError, LogDirError, UnknownTopicOrPartitionError
 from stratalog.storage.loader import LoadReport, load_log
 from stratalog.storage.log import Clock, Log, wall_clock_ms
 from stratalog.common.names import (
-    CLEANER_OFFSET_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
+    RESERVED_TOPICS,
     TOPIC_CONFIG_FILE,
     TopicPartition,
     delete_dir_name,
     is_delete_dir,
     parse_partition_dir,
-    validate_topic_name,
 )
 
 logger = logging.getLogger(__name__)
-
-MAX_PARTITIONS = 100_000
-RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 
 
 @dataclass(frozen=True)
@@ -64,28 +45,6 @@ class TopicDescription:
     partitions: dict[int, Path]
     config: LogConfig
     overrides: dict[str, str]
-
-
-class _DataDir:
-    """One of the engine's directories and its checkpoint files."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = DirLock(path)
-        self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT)
-        self.log_start_offsets = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
-        self.high_watermarks = OffsetCheckpointFile(path / REPLICATION_OFFSET_CHECKPOINT)
-        self.cleaner_offsets = OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT)
-        self.had_clean_shutdown = False
-        self.broker_epoch = 0  # from the marker Kafka (or we) left; written back unchanged
-
-    def read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
-        try:
-            return checkpoint.read()
-        except CheckpointError as error:
-            # As Kafka: a damaged checkpoint means "recover everything", never a refusal to start.
-            logger.warning("ignoring unreadable checkpoint: %s", error)
-            return {}
 
 
 class LogManager:
@@ -106,19 +65,19 @@ class LogManager:
         self.default_log_config = self.config.log_config_defaults()
         self.clock = clock
         self.create_missing = create_missing
-        self._dirs = [_DataDir(p) for p in paths]
+        self._dirs = [DataDir(p) for p in paths]
         self._logs: dict[TopicPartition, Log] = {}
-        self._log_dirs: dict[TopicPartition, _DataDir] = {}
+        self._log_dirs: dict[TopicPartition, DataDir] = {}
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._pending_dir_deletes: list[Path] = []
-        self._cleaner_offsets: dict[TopicPartition, int] = {}
         self.load_reports: dict[TopicPartition, LoadReport] = {}
         self.lock = threading.RLock()
+        self.checkpoints = Checkpoints(self._dirs, self._logs_by_dir, self.lock)
         self._opened = False
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> LogManager:
-        acquired: list[_DataDir] = []
+        acquired: list[DataDir] = []
         try:
             for data_dir in self._dirs:
                 self._prepare_dir(data_dir.path)
@@ -133,8 +92,7 @@ class LogManager:
                 props = ensure_meta_properties(data_dir.path, cluster_id=cluster_id)
                 cluster_id = cluster_id or props.get("cluster.id")
                 data_dir.had_clean_shutdown, data_dir.broker_epoch = consume_clean_shutdown(data_dir.path)
-                for checkpoint in (data_dir.recovery_points, data_dir.log_start_offsets,
-                                   data_dir.high_watermarks, data_dir.cleaner_offsets):
+                for checkpoint in data_dir.checkpoint_files:
                     if not checkpoint.path.exists():
                         checkpoint.write({})
             for data_dir in self._dirs:
@@ -171,10 +129,10 @@ class LogManager:
         except OSError as error:
             raise LogDirError(f"data directory {path} is not writable: {error.strerror}") from None
 
-    def _load_dir(self, data_dir: _DataDir) -> None:
+    def _load_dir(self, data_dir: DataDir) -> None:
         recovery_points = data_dir.read_checkpoint(data_dir.recovery_points)
         start_offsets = data_dir.read_checkpoint(data_dir.log_start_offsets)
-        self._cleaner_offsets.update(data_dir.read_checkpoint(data_dir.cleaner_offsets))
+        self.checkpoints.load_cleaner_offsets(data_dir)
         for child in sorted(data_dir.path.iterdir()):
             if not child.is_dir():
                 continue
@@ -189,7 +147,7 @@ class LogManager:
                     f"partition {tp} is in two data directories: {self._logs[tp].dir} and {child}"
                 )
             overrides = self._read_topic_config(child)
-            config = self._log_config(overrides, where=str(child / TOPIC_CONFIG_FILE))
+            config = self.log_config(overrides, where=str(child / TOPIC_CONFIG_FILE))
             log, report = load_log(
                 child, tp, config,
                 recovery_point=recovery_points.get(tp, 0),
@@ -202,7 +160,8 @@ class LogManager:
             self._topic_overrides.setdefault(tp.topic, overrides)
             self.load_reports[tp] = report
 
-    def _log_config(self, overrides: Mapping[str, object], *, where: str) -> LogConfig:
+    def log_config(self, overrides: Mapping[str, object], *, where: str) -> LogConfig:
+        """The config of a topic with these overrides over the engine's defaults, or a named error."""
         try:
             return LogConfig.from_overrides(overrides, base=self.default_log_config)
         except InvalidConfigError as error:
@@ -220,7 +179,7 @@ class LogManager:
         with self.lock:
             for log in self._logs.values():
                 log.flush()
-            self.write_checkpoints()
+            self.checkpoints.write_all()
             for log in self._logs.values():
                 log.close()
             for data_dir in self._dirs:
@@ -228,7 +187,7 @@ class LogManager:
                 data_dir.lock.release()
             self._opened = False
 
-    # -- topics -----------------------------------------------------------------------------
+    # -- logs -------------------------------------------------------------------------------
     @property
     def data_dirs(self) -> list[Path]:
         return [d.path for d in self._dirs]
@@ -260,88 +219,49 @@ class LogManager:
             config = self._logs[TopicPartition(topic, min(partitions))].config
             return TopicDescription(topic, dict(sorted(partitions.items())), config, overrides)
 
-    def create_topic(self, topic: str, partitions: int = 1, overrides: Mapping[str, object] | None = None) -> None:
-        validate_topic_name(topic)
-        if topic in RESERVED_TOPICS:
-            raise InvalidTopicError(f"topic {topic!r} is reserved for Kafka's KRaft metadata log")
-        if not 1 <= partitions <= MAX_PARTITIONS:
-            raise InvalidPartitionsError(f"topic {topic!r}: partitions must be between 1 and {MAX_PARTITIONS}, "
-                                         f"got {partitions}")
-        config = self._log_config(dict(overrides or {}), where=f"topic {topic!r}")
-        normalized = config.overrides_vs(self.default_log_config)
+    def create_logs(self, topic: str, partitions: Iterable[int], config: LogConfig) -> None:
+        """Create these partitions of ``topic``: a directory each, in the least loaded data directory,
+        holding the topic's config file. A new topic's overrides are remembered from ``config``."""
         with self.lock:
-            existing = self.topics()
-            if topic in existing:
-                raise TopicExistsError(f"topic {topic!r} already exists")
-            collision = next((t for t in existing if t.replace(".", "_") == topic.replace(".", "_")), None)
-            if collision is not None:
-                raise InvalidTopicError(
-                    f"topic {topic!r} collides with existing topic {collision!r}: '.' and '_' are the same "
-                    "in Kafka's metric names"
-                )
-            self._create_partitions(topic, range(partitions), config, normalized)
-            self._topic_overrides[topic] = normalized
+            overrides = self._topic_overrides.get(topic)
+            if overrides is None:
+                overrides = config.overrides_vs(self.default_log_config)
+            for partition in partitions:
+                tp = TopicPartition(topic, partition)
+                data_dir = self._least_loaded_dir()
+                directory = data_dir.path / tp.dir_name
+                directory.mkdir()
+                atomic_write(directory / TOPIC_CONFIG_FILE, format_properties(overrides))
+                log, report = load_log(directory, tp, config, clock=self.clock)
+                self._logs[tp] = log
+                self._log_dirs[tp] = data_dir
+                self.load_reports[tp] = report
+                self._topic_overrides.setdefault(topic, overrides)
 
-    def add_partitions(self, topic: str, total: int) -> None:
+    def _least_loaded_dir(self) -> DataDir:
+        counts = {id(d): 0 for d in self._dirs}
+        for data_dir in self._log_dirs.values():
+            counts[id(data_dir)] += 1
+        return min(self._dirs, key=lambda d: counts[id(d)])
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Persist ``config`` beside every partition of ``topic`` and apply it to the open logs."""
         with self.lock:
             current = self.describe_topic(topic)
-            count = len(current.partitions)
-            if total <= count:
-                raise InvalidPartitionsError(
-                    f"topic {topic!r} has {count} partitions; the count can only grow (asked for {total})"
-                )
-            if total > MAX_PARTITIONS:
-                raise InvalidPartitionsError(f"topic {topic!r}: at most {MAX_PARTITIONS} partitions")
-            self._create_partitions(topic, range(count, total), current.config, current.overrides)
-
-    def normalize_overrides(self, topic: str, overrides: Mapping[str, object]) -> dict[str, str]:
-        """``overrides`` as this engine stores them (validated; keys equal to the defaults dropped)."""
-        return self._log_config(dict(overrides), where=f"topic {topic!r}").overrides_vs(self.default_log_config)
-
-    def ensure_partitions(self, topic: str, partitions: Iterable[int],
-                          overrides: Mapping[str, object] | None = None) -> list[int]:
-        """Hold these partitions of ``topic`` (any subset of its numbers), creating the missing ones.
-
-        For an engine that stores some of a topic's partitions, as a Kubernetes LogDir does
-        with the partitions assigned to it. A new topic takes ``overrides``; partitions added
-        to an existing topic take the topic's current config. Returns the partitions created.
-        """
-        validate_topic_name(topic)
-        if topic in RESERVED_TOPICS:
-            raise InvalidTopicError(f"topic {topic!r} is reserved for Kafka's KRaft metadata log")
-        wanted = sorted(set(partitions))
-        if any(not 0 <= p < MAX_PARTITIONS for p in wanted):
-            raise InvalidPartitionsError(f"topic {topic!r}: partition numbers must be in [0, {MAX_PARTITIONS})")
-        with self.lock:
-            existing = self.topics()
-            if topic in existing:
-                current = self.describe_topic(topic)
-                missing = [p for p in wanted if p not in current.partitions]
-                self._create_partitions(topic, missing, current.config, current.overrides)
-                return missing
-            collision = next((t for t in existing if t.replace(".", "_") == topic.replace(".", "_")), None)
-            if collision is not None:
-                raise InvalidTopicError(
-                    f"topic {topic!r} collides with existing topic {collision!r}: '.' and '_' are the same "
-                    "in Kafka's metric names"
-                )
-            if not wanted:
-                return []
-            config = self._log_config(dict(overrides or {}), where=f"topic {topic!r}")
             normalized = config.overrides_vs(self.default_log_config)
-            self._create_partitions(topic, wanted, config, normalized)
+            for partition, directory in current.partitions.items():
+                atomic_write(directory / TOPIC_CONFIG_FILE, format_properties(normalized))
+                self._logs[TopicPartition(topic, partition)].update_config(config)
             self._topic_overrides[topic] = normalized
-            return wanted
 
-    def delete_partitions(self, topic: str, partitions: Iterable[int]) -> list[Path]:
-        """Delete some partitions of ``topic`` (the rest stay), as :meth:`delete_topic` does for all."""
+    def delete_logs(self, topic: str, partitions: Iterable[int]) -> list[Path]:
+        """Rename these partitions' directories to ``<name>.<uuid>-delete`` (removed later by
+        ``delete_pending_dirs``), then checkpoint without them; returns the new paths."""
         with self.lock:
-            current = self.describe_topic(topic)
-            doomed = sorted(set(partitions) & set(current.partitions))
-            if set(doomed) == set(current.partitions):
-                return self.delete_topic(topic)
-            renamed = [self._delete_partition(TopicPartition(topic, p)) for p in doomed]
-            self.write_checkpoints()
+            renamed = [self._delete_partition(TopicPartition(topic, p)) for p in partitions]
+            if not any(tp.topic == topic for tp in self._logs):
+                self._topic_overrides.pop(topic, None)
+            self.checkpoints.write_all()
             return renamed
 
     def _delete_partition(self, tp: TopicPartition) -> Path:
@@ -352,48 +272,8 @@ class LogManager:
         target = log.dir.parent / delete_dir_name(tp)
         log.rename_dir(target)
         self._pending_dir_deletes.append(target)
-        self._cleaner_offsets.pop(tp, None)
+        self.checkpoints.forget(tp)
         return target
-
-    def _create_partitions(self, topic: str, partitions: Iterable[int], config: LogConfig,
-                           overrides: Mapping[str, str]) -> None:
-        for partition in partitions:
-            tp = TopicPartition(topic, partition)
-            data_dir = self._least_loaded_dir()
-            directory = data_dir.path / tp.dir_name
-            directory.mkdir()
-            atomic_write(directory / TOPIC_CONFIG_FILE, format_properties(overrides))
-            log, report = load_log(directory, tp, config, clock=self.clock)
-            self._logs[tp] = log
-            self._log_dirs[tp] = data_dir
-            self.load_reports[tp] = report
-
-    def _least_loaded_dir(self) -> _DataDir:
-        counts = {id(d): 0 for d in self._dirs}
-        for data_dir in self._log_dirs.values():
-            counts[id(data_dir)] += 1
-        return min(self._dirs, key=lambda d: counts[id(d)])
-
-    def alter_topic_config(self, topic: str, overrides: Mapping[str, object]) -> LogConfig:
-        """Replace the topic's overrides (keys not given fall back to the engine defaults)."""
-        with self.lock:
-            current = self.describe_topic(topic)
-            config = self._log_config(dict(overrides), where=f"topic {topic!r}")
-            normalized = config.overrides_vs(self.default_log_config)
-            for partition, directory in current.partitions.items():
-                atomic_write(directory / TOPIC_CONFIG_FILE, format_properties(normalized))
-                self._logs[TopicPartition(topic, partition)].update_config(config)
-            self._topic_overrides[topic] = normalized
-            return config
-
-    def delete_topic(self, topic: str) -> list[Path]:
-        """Rename each partition directory to ``<name>.<uuid>-delete``; returns the new paths."""
-        with self.lock:
-            current = self.describe_topic(topic)
-            renamed = [self._delete_partition(TopicPartition(topic, p)) for p in current.partitions]
-            self._topic_overrides.pop(topic, None)
-            self.write_checkpoints()
-            return renamed
 
     def delete_pending_dirs(self) -> int:
         """Remove ``-delete`` directories (Kafka does this asynchronously after the rename)."""
@@ -404,55 +284,14 @@ class LogManager:
         return len(pending)
 
     # -- checkpoints and flushing -----------------------------------------------------------
-    def _by_dir(self) -> dict[int, dict[TopicPartition, Log]]:
-        grouped: dict[int, dict[TopicPartition, Log]] = {id(d): {} for d in self._dirs}
+    def _logs_by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
+        grouped: dict[Path, dict[TopicPartition, Log]] = {d.path: {} for d in self._dirs}
         for tp, log in self._logs.items():
-            grouped[id(self._log_dirs[tp])][tp] = log
+            grouped[self._log_dirs[tp].path][tp] = log
         return grouped
 
-    def checkpoint_recovery_points(self) -> None:
-        with self.lock:
-            grouped = self._by_dir()
-            for data_dir in self._dirs:
-                data_dir.recovery_points.write({tp: log.recovery_point for tp, log in grouped[id(data_dir)].items()})
-
-    def checkpoint_log_start_offsets(self) -> None:
-        """As Kafka: only partitions whose start offset is past their first segment's base."""
-        with self.lock:
-            grouped = self._by_dir()
-            for data_dir in self._dirs:
-                data_dir.log_start_offsets.write({
-                    tp: log.log_start_offset for tp, log in grouped[id(data_dir)].items()
-                    if log.log_start_offset > log.segments[0].base_offset
-                })
-
-    def checkpoint_high_watermarks(self) -> None:
-        with self.lock:
-            grouped = self._by_dir()
-            for data_dir in self._dirs:
-                data_dir.high_watermarks.write({tp: log.high_watermark for tp, log in grouped[id(data_dir)].items()})
-
     def write_checkpoints(self) -> None:
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_high_watermarks()
-        self.checkpoint_cleaner_offsets()
-
-    def cleaner_offset(self, tp: TopicPartition) -> int | None:
-        """The cleaner's first dirty offset for ``tp`` from ``cleaner-offset-checkpoint``, if any."""
-        return self._cleaner_offsets.get(tp)
-
-    def write_cleaner_offset(self, tp: TopicPartition, offset: int) -> None:
-        with self.lock:
-            self._cleaner_offsets[tp] = offset
-            self.checkpoint_cleaner_offsets()
-
-    def checkpoint_cleaner_offsets(self) -> None:
-        with self.lock:
-            grouped = self._by_dir()
-            for data_dir in self._dirs:
-                data_dir.cleaner_offsets.write({tp: offset for tp, offset in self._cleaner_offsets.items()
-                                                if tp in grouped[id(data_dir)]})
+        self.checkpoints.write_all()
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> list[TopicPartition]:
         """Flush logs whose ``flush.ms`` has elapsed since their last flush."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from stratalog.common.crash_points import crash_point
 from stratalog.common.errors import CorruptRecordError, StratalogError
 from stratalog.storage.file_records import FileRecords
 from stratalog.storage.index import OffsetIndex, TimeIndex
@@ -328,12 +329,18 @@ class LogSegment:
     def files(self) -> list[Path]:
         return [self.log.path, self.offset_index.path, self.time_index.path]
 
-    def change_suffix(self, old: str, new: str) -> None:
-        """Rename every file of the segment from suffix ``old`` to ``new`` (the crash-safety state machine)."""
+    def change_suffix(self, old: str, new: str, *, crash_point_after_each: str | None = None) -> None:
+        """Rename every file of the segment from suffix ``old`` to ``new`` (the crash-safety state machine).
+
+        ``crash_point_after_each`` names the crash point a test may stop this process at after
+        each single rename: the loader must cope with a segment whose files are half renamed.
+        """
         for part in (self.log, self.offset_index, self.time_index):
             name = part.path.name
             stem = name[: len(name) - len(old)] if old else name
             part.rename(part.path.with_name(stem + new))
+            if crash_point_after_each is not None:
+                crash_point(crash_point_after_each)
 
     def delete_files(self) -> None:
         self.log.delete_file()

@@ -24,6 +24,7 @@ from typing import Any
 from stratalog.common.errors import StratalogError, UnknownTopicOrPartitionError
 from stratalog.common.names import TopicPartition
 from stratalog.broker.engine import Engine
+from stratalog.broker.topics import TopicAdmin
 
 from ..conditions import Condition, merge_conditions, now_rfc3339
 from ..kube import ApiError, Kube
@@ -114,7 +115,7 @@ class Agent:
         name = effective_name(body)
         try:
             wanted = {**self.topic_defaults(), **topic_overrides((body.get("spec") or {}).get("config"))}
-            normalized = self.engine.manager.normalize_overrides(name, wanted)
+            normalized = TopicAdmin(self.engine.manager).normalize_overrides(name, wanted)
         except StratalogError as error:
             outcome.result = "invalid"
             outcome.event(body, "Warning", "InvalidConfig", f"LogDir {self.logdir}: {error}")
@@ -134,16 +135,16 @@ class Agent:
                     return outcome
             outcome.writes += 1
         if actions.alter_config and local is not None:
-            manager.alter_topic_config(name, actions.overrides or {})
+            TopicAdmin(manager).alter_topic_config(name, actions.overrides or {})
             outcome.event(body, "Normal", "ConfigApplied",
                           f"LogDir {self.logdir}: applied config to {len(local.partitions)} partition(s) of {name}")
         if actions.create:
-            created = manager.ensure_partitions(name, actions.create, actions.overrides)
+            created = TopicAdmin(manager).ensure_partitions(name, actions.create, actions.overrides)
             if created:
                 outcome.event(body, "Normal", "PartitionsCreated",
                               f"LogDir {self.logdir}: created partitions {created} of {name}")
         if actions.delete:
-            manager.delete_partitions(name, actions.delete)
+            TopicAdmin(manager).delete_partitions(name, actions.delete)
             for p in actions.delete:
                 self.last_retention_ms.pop(TopicPartition(name, p), None)
             outcome.event(body, "Normal", "PartitionsDeleted",

@@ -96,7 +96,7 @@ async def run_agent(options: AgentRunOptions) -> int:
     runtime: AgentRuntime | None = None
     status = 0
     try:
-        await loop.run_in_executor(state.maintenance, engine.start)
+        await loop.run_in_executor(state.broker.maintenance, engine.start)
         state.started = True
         logger.info("LogDir %s: engine open on %s (%d partitions)", options.logdir,
                     ", ".join(map(str, options.data_dirs)), len(engine.manager.logs()))
@@ -121,8 +121,7 @@ async def run_agent(options: AgentRunOptions) -> int:
         logger.error("LogDir %s: cannot run: %s", options.logdir, error)
         status = 1
     finally:
-        state.draining = True
-        state.signals.notify_all()
+        state.begin_draining()
         await runner.cleanup()
         if runtime is not None:
             await loop.run_in_executor(None, runtime.shutdown)

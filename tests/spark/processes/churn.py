@@ -17,15 +17,16 @@ import time
 from stratalog.storage.cleaner import LogCleaner
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.records import Compression, Record, build_batch
+from stratalog.broker.topics import TopicAdmin
 
 
 def main() -> None:
     data_dir, seconds = sys.argv[1], float(sys.argv[2])
     rng = random.Random(4)
     manager = open_log_manager([data_dir])
-    manager.create_topic("cc", 1, {"cleanup.policy": "compact", "segment.bytes": "1500",
+    TopicAdmin(manager).create_topic("cc", 1, {"cleanup.policy": "compact", "segment.bytes": "1500",
                                    "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0"})
-    manager.create_topic("mirror", 1, {"segment.bytes": "100000", "retention.ms": "-1"})
+    TopicAdmin(manager).create_topic("mirror", 1, {"segment.bytes": "100000", "retention.ms": "-1"})
     cleaner = LogCleaner(manager)
     # Keys written once: always their key's latest, so every read of the whole log must return them.
     cold = build_batch([Record(i, time.time_ns() // 1_000_000, b"cold-%d" % i, b"once") for i in range(20)])

@@ -117,7 +117,7 @@ class LogCleaner:
                 continue
             if self.status.get(tp, PartitionCleanerStatus()).uncleanable_reason is not None:
                 continue
-            candidate = log_to_clean(log, self.manager.cleaner_offset(tp), now_ms)
+            candidate = log_to_clean(log, self.manager.checkpoints.cleaner_offset(tp), now_ms)
             ratios[tp] = candidate.dirty_ratio
             self.status.setdefault(tp, PartitionCleanerStatus()).dirty_ratio = candidate.dirty_ratio
             candidates.append((candidate, log.config.min_cleanable_dirty_ratio))
@@ -152,7 +152,7 @@ class LogCleaner:
             logger.error("cleaning %s failed, marking it uncleanable: %s", tp, error)
             status.uncleanable_reason = str(error)
             return None
-        self.manager.write_cleaner_offset(tp, result.end_offset)
+        self.manager.checkpoints.set_cleaner_offset(tp, result.end_offset)
         deletions: tuple[Deletion, ...] = ()
         if log.config.delete:
             deletions = tuple(delete_old_segments(log, now_ms))
@@ -183,7 +183,7 @@ class LogCleaner:
 
     def dirty_ratios(self) -> dict[TopicPartition, float]:
         now = self.manager.clock()
-        return {tp: log_to_clean(log, self.manager.cleaner_offset(tp), now).dirty_ratio
+        return {tp: log_to_clean(log, self.manager.checkpoints.cleaner_offset(tp), now).dirty_ratio
                 for tp, log in self.manager.logs().items() if log.config.compact}
 
     # -- background threads -----------------------------------------------------------------

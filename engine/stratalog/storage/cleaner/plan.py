@@ -123,7 +123,7 @@ def apply_to_partition(manager: LogManager, topic: str, partition: int, keep_off
     throttler = Throttler(manager.config.log_cleaner_io_max_bytes_per_second)
     report = apply_compaction_plan(log, keep_offsets_file, manager.clock(), throttler=throttler)
     tp = TopicPartition(topic, partition)
-    checkpoint = manager.cleaner_offset(tp)
+    checkpoint = manager.checkpoints.cleaner_offset(tp)
     if checkpoint is None or checkpoint < report.end_offset:
-        manager.write_cleaner_offset(tp, report.end_offset)
+        manager.checkpoints.set_cleaner_offset(tp, report.end_offset)
     return report

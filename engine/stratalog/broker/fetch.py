@@ -1,0 +1,70 @@
+"""Reading a partition for a fetch: whole batches up to the high watermark, retried past races.
+
+Kafka's fetch returns whole batches, the first of which may start below the requested
+offset. A read can race retention or the cleaner replacing the segment it picked (its
+files go ``file.delete.delay.ms`` later); the next read sees the current segments, so a
+failed read is tried again a few times before it is reported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from stratalog.common.errors import CorruptRecordError, StoredBatchError, StratalogError, UnknownTopicOrPartitionError
+from stratalog.common.names import TopicPartition
+from stratalog.records import BatchInfo, iter_batch_infos
+from stratalog.storage.log import FetchInfo, Log
+
+READ_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class FetchedBatches:
+    topic_partition: TopicPartition
+    source: str  # where the bytes came from, for error messages
+    info: FetchInfo
+    data: bytes  # whole batches only
+    batches: list[BatchInfo]
+    read_seconds: float = 0.0  # time spent reading, waits excluded
+
+    @property
+    def next_offset(self) -> int:
+        return self.batches[-1].last_offset + 1 if self.batches else self.info.requested_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.info.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.info.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.info.log_end_offset
+
+
+def read_whole_batches(log: Log, offset: int, max_bytes: int) -> FetchedBatches:
+    """Batches from ``offset`` (blocking: run it off the event loop)."""
+    started = time.perf_counter()
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            info = log.read(offset, max_bytes)
+            break
+        except StratalogError:
+            raise
+        except (OSError, ValueError):
+            if log.closed:  # deleted while we read: the topic is gone, not the server broken
+                raise UnknownTopicOrPartitionError(f"{log.topic_partition} was deleted during the fetch") from None
+            if attempt == READ_ATTEMPTS:
+                raise
+    data = info.data
+    try:
+        batches = list(iter_batch_infos(data, source=str(log.dir)))
+    except CorruptRecordError as error:
+        raise StoredBatchError(f"{log.topic_partition}: stored batch does not decode: {error}") from None
+    end = batches[-1].position + batches[-1].size if batches else 0
+    # A read cut by maxBytes may end inside a batch; serve whole batches only.
+    return FetchedBatches(log.topic_partition, str(log.dir), info, data[:end] if end != len(data) else data,
+                          batches, time.perf_counter() - started)

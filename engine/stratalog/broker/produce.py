@@ -1,0 +1,73 @@
+"""Appending a produce request's batches: acks, all-or-nothing across partitions, the result.
+
+Kafka's ``ReplicaManager.appendRecords`` for a broker that is the only replica of each
+partition. ``acks=1`` answers once the batches are in the page cache; ``acks=all`` (``-1``)
+answers after fsync, the strongest promise a single copy can make (replication will make it
+"the in-sync replicas have it"). ``acks=0`` needs a transport that can leave a request
+unanswered, so it is the transport's to offer.
+
+A request is refused whole: every batch of every partition is validated before the first
+is written (``Log.prepare_append``), so a refused request leaves every log as it was.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from stratalog.common.errors import InvalidRequiredAcksError
+from stratalog.storage.log import AppendInfo, Log, PreparedAppend
+
+
+class Acks(enum.Enum):
+    LEADER = "1"   # in the leader's log (page cache)
+    ALL = "all"    # durable: fsynced, the only copy being this one
+
+    @classmethod
+    def parse(cls, text: str | None, where: str) -> Acks:
+        if text is None or text == "1":
+            return cls.LEADER
+        if text in ("all", "-1"):
+            return cls.ALL
+        raise InvalidRequiredAcksError(f"{where}: {text!r} is not 1, all or -1")
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    """What a producer learns about one partition's append (Kafka's PartitionProduceResponse)."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    record_count: int
+    batches: int
+    size: int
+    log_start_offset: int
+
+    @staticmethod
+    def of(infos: Sequence[AppendInfo], log_start_offset: int) -> ProduceResult:
+        return ProduceResult(infos[0].first_offset, infos[-1].last_offset, infos[-1].log_append_time,
+                             sum(i.record_count for i in infos), len(infos), sum(i.size for i in infos),
+                             log_start_offset)
+
+
+def append_to_log(log: Log, batches: Sequence[bytes | bytearray], acks: Acks, now_ms: int) -> ProduceResult:
+    """One partition's batches, contiguous, all or none (blocking: run it off the event loop)."""
+    infos = log.append_batches(batches, now_ms=now_ms)
+    if acks is Acks.ALL:
+        log.flush()
+    return ProduceResult.of(infos, log.log_start_offset)
+
+
+def append_to_logs(batches: Mapping[Log, Sequence[bytes | bytearray]], acks: Acks, now_ms: int
+                   ) -> dict[Log, ProduceResult]:
+    """Several partitions' batches: every one validated before any is written."""
+    prepared: list[PreparedAppend] = [log.prepare_append(b, now_ms=now_ms) for log, b in batches.items()]
+    results = {}
+    for p in prepared:
+        infos = p.log.append_prepared(p)
+        if acks is Acks.ALL:
+            p.log.flush()
+        results[p.log] = ProduceResult.of(infos, p.log.log_start_offset)
+    return results

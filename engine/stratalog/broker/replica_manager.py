@@ -1,0 +1,157 @@
+"""The broker's data path, whatever transport carried the request (Kafka's ``ReplicaManager``).
+
+Transports (the HTTP server; later the Kafka-protocol server) parse a request, call one method
+here and encode what it returns. Everything between — which log, validation and the
+all-or-nothing rule, acks, waking fetches that wait at the high watermark, reading whole
+batches up to it, offsets by time, DeleteRecords — is decided here, once for every transport.
+
+Blocking engine calls run on thread pools, never on the event loop. Two pools, because their
+work differs in kind: ``io`` runs short calls on the request path (appends, fsyncs, reads, topic
+admin), ``maintenance`` the long passes (cleaning, retention) one or two at a time, so a slow
+pass can never occupy the threads that appends need.
+
+Each partition has one replica, this engine's, so it is the leader and the high watermark
+follows the log end offset. Replication (followers, the ISR, acks=all waiting on the high
+watermark) comes in here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from stratalog.broker.engine import Engine
+from stratalog.broker.fetch import FetchedBatches, read_whole_batches
+from stratalog.broker.partitioner import partition_for_key
+from stratalog.broker.produce import Acks, ProduceResult, append_to_log, append_to_logs
+from stratalog.broker.signals import AppendSignals
+from stratalog.broker.topics import TopicAdmin
+from stratalog.common.errors import OffsetOutOfRangeError
+from stratalog.common.names import TopicPartition
+from stratalog.storage.log import Log, OffsetAndTimestamp
+from stratalog.storage.retention import delete_records
+
+T = TypeVar("T")
+
+
+class ReplicaManager:
+    def __init__(self, engine: Engine, *, io_threads: int = 16, maintenance_threads: int = 2) -> None:
+        self.engine = engine
+        self.topics = TopicAdmin(engine.manager)
+        self.io = ThreadPoolExecutor(io_threads, thread_name_prefix="stratalog-io")
+        self.maintenance = ThreadPoolExecutor(maintenance_threads, thread_name_prefix="stratalog-maintenance")
+        self.signals = AppendSignals()
+        self.shutting_down = False  # waiting fetches answer at once from now on
+        self._round_robin: dict[str, Iterator[int]] = {}
+
+    # -- running blocking work ----------------------------------------------------------------
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a blocking engine call on the io pool."""
+        return await asyncio.get_running_loop().run_in_executor(self.io, functools.partial(fn, *args))
+
+    async def run_maintenance(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.maintenance, functools.partial(fn, *args))
+
+    def log(self, tp: TopicPartition) -> Log:
+        return self.engine.manager.get_log(tp.topic, tp.partition)
+
+    # -- produce --------------------------------------------------------------------------------
+    async def append_records(self, tp: TopicPartition, batches: Sequence[bytes | bytearray], acks: Acks,
+                             now_ms: int) -> ProduceResult:
+        """One partition's batches, contiguous, all or none."""
+        log = self.log(tp)
+        result = await self.run(append_to_log, log, batches, acks, now_ms)
+        self.signals.notify(tp)
+        return result
+
+    async def append_to_partitions(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
+                                   now_ms: int) -> dict[int, ProduceResult]:
+        """One batch per partition of ``topic``; one refused batch refuses the whole request."""
+        logs = {self.log(TopicPartition(topic, p)): [batch] for p, batch in sorted(batches.items())}
+        results = await self.run(append_to_logs, logs, acks, now_ms)
+        out = {}
+        for log, result in results.items():
+            self.signals.notify(log.topic_partition)
+            out[log.topic_partition.partition] = result
+        return out
+
+    def held_partitions(self, topic: str) -> list[int]:
+        return sorted(self.topics.describe_topic(topic).partitions)
+
+    def partition_for(self, topic: str, key: bytes | None, partitions: int) -> int:
+        """Kafka's default partitioner: murmur2 of the key, round-robin for records without one."""
+        if key is not None:
+            return partition_for_key(key, partitions)
+        counter = self._round_robin.get(topic)
+        if counter is None:
+            counter = self._round_robin[topic] = itertools.count()
+        return next(counter) % partitions
+
+    # -- fetch ----------------------------------------------------------------------------------
+    async def fetch(self, tp: TopicPartition, offset: int | None, max_bytes: int, max_wait_ms: int
+                    ) -> FetchedBatches:
+        """Whole batches from ``offset`` (the log start offset if None), up to the high watermark.
+
+        With nothing to return it waits up to ``max_wait_ms`` for an append (Kafka's DelayedFetch),
+        then reads again.
+        """
+        log = self.log(tp)
+        start = log.log_start_offset if offset is None else offset
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        read_seconds = 0.0
+        while True:
+            event = self.signals.event(tp)  # before the read: an append in between still wakes us
+            fetched = await self.run(read_whole_batches, log, start, max_bytes)
+            read_seconds += fetched.read_seconds
+            remaining = deadline - loop.time()
+            if fetched.batches or remaining <= 0 or self.shutting_down:
+                return dataclasses.replace(fetched, read_seconds=read_seconds)
+            await self.signals.wait(event, remaining)
+
+    # -- offsets --------------------------------------------------------------------------------
+    async def list_offsets(self, tp: TopicPartition, timestamp: int) -> OffsetAndTimestamp | None:
+        """Kafka's ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time."""
+        log = self.log(tp)
+        return await self.run(log.offset_for_timestamp, timestamp)
+
+    async def delete_records(self, tp: TopicPartition, before_offset: int) -> tuple[int, int]:
+        """Kafka's DeleteRecords (-1: the high watermark); (the new log start offset, segments left)."""
+        log = self.log(tp)
+
+        def run() -> tuple[int, int]:
+            target = log.high_watermark if before_offset == -1 else before_offset
+            if target > log.high_watermark:
+                raise OffsetOutOfRangeError(f"{tp}: beforeOffset {target} is past the high watermark "
+                                            f"{log.high_watermark}")
+            return delete_records(log, target), len(log.segments)
+
+        return await self.run(run)
+
+    # -- topics ---------------------------------------------------------------------------------
+    async def delete_topic(self, topic: str) -> tuple[list[int], list[str]]:
+        """Delete ``topic``; fetches waiting on its partitions answer now. (partitions, renamed dirs)"""
+        def run() -> tuple[list[int], list[str]]:
+            partitions = self.held_partitions(topic)
+            return partitions, [str(p) for p in self.topics.delete_topic(topic)]
+
+        partitions, renamed = await self.run(run)
+        for partition in partitions:
+            self.signals.notify(TopicPartition(topic, partition))
+        return partitions, renamed
+
+    # -- shutdown -------------------------------------------------------------------------------
+    def begin_shutdown(self) -> None:
+        """Answer every waiting fetch now; new ones do not wait."""
+        self.shutting_down = True
+        self.signals.notify_all()
+
+    def shutdown_pools(self) -> None:
+        """Wait for every engine call already running (appends in flight finish), then stop the pools."""
+        self.io.shutdown(wait=True)
+        self.maintenance.shutdown(wait=True)
