@@ -2,9 +2,9 @@
 
 Spark moves rows from a Python data source to the JVM as Arrow. Yielding
 Arrow batches directly skips PySpark's per-row conversion (several times
-faster than tuples): records are decoded into per-column lists
-(``columnar``), only for the columns the query asked for, and each list
-becomes one Arrow array per ~64k rows.
+faster than tuples): the engine's record walk (``stratalog.records.walk_records``)
+appends records to per-column lists, only for the columns the query asked for,
+and each list becomes one Arrow array per ~64k rows.
 
 What a Kafka consumer sees is what a row is: control batches (transaction
 markers) are never rows; with ``read_committed`` isolation, data of aborted
@@ -19,9 +19,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from stratalog.records import Header, decode_any, parse_header, parse_legacy_entry
-
-from .columnar import Columns, add_batch
+from stratalog.records import MAGIC_OFFSET, Header, RecordColumns, decode_any, parse_header, parse_legacy_entry, walk_records
 from .schema import HEADERS
 from .transactions import AbortedFilter
 
@@ -29,13 +27,13 @@ ROWS_PER_BATCH = 65_536
 _TS_MS = pa.timestamp("ms", tz="UTC")
 
 
-def _empty(schema: pa.Schema) -> Columns:
+def _empty(schema: pa.Schema) -> RecordColumns:
     names = set(schema.names)
-    return Columns(keys=[] if "key" in names else None, values=[] if "value" in names else None,
-                   headers=[] if HEADERS in names else None)
+    return RecordColumns(keys=[] if "key" in names else None, values=[] if "value" in names else None,
+                         headers=[] if HEADERS in names else None, timestamp_types=[])
 
 
-def to_record_batch(columns: Columns, schema: pa.Schema, topic: str, partition: int) -> pa.RecordBatch:
+def to_record_batch(columns: RecordColumns, schema: pa.Schema, topic: str, partition: int) -> pa.RecordBatch:
     rows = len(columns)
     arrays = []
     for name in schema.names:
@@ -54,6 +52,7 @@ def to_record_batch(columns: Columns, schema: pa.Schema, topic: str, partition: 
             # Milliseconds as Kafka keeps them; Spark wants microseconds (a lossless cast).
             arrays.append(pa.array(columns.timestamps, _TS_MS).cast(field_type))
         elif name == "timestampType":
+            assert columns.timestamp_types is not None
             arrays.append(pa.array(columns.timestamp_types, field_type))
         else:
             assert columns.headers is not None
@@ -78,7 +77,7 @@ def _headers_array(per_record: list[tuple[Header, ...]], field_type: pa.DataType
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries, type=field_type)
 
 
-def _add_legacy(columns: Columns, data: bytes) -> None:
+def _add_legacy(columns: RecordColumns, data: bytes) -> None:
     """A v0/v1 entry (a compressed wrapper holds several records): through the engine's decoder."""
     timestamp_type = int(parse_legacy_entry(data, verify_crc=False).timestamp_type)
     records = decode_any(data, 0, verify_crc=False)[1]
@@ -90,6 +89,7 @@ def _add_legacy(columns: Columns, data: bytes) -> None:
         columns.values.extend(r.value for r in records)
     if columns.headers is not None:
         columns.headers.extend(() for _ in records)
+    assert columns.timestamp_types is not None
     columns.timestamp_types.extend([timestamp_type] * len(records))
 
 
@@ -100,7 +100,7 @@ def record_batches(raw_batches: Iterable[bytes], schema: pa.Schema, topic: str, 
     columns = _empty(schema)
     for data in raw_batches:
         rows = len(columns)
-        if data[16] >= 2:
+        if data[MAGIC_OFFSET] >= 2:
             header = parse_header(data)
             if header.is_control:
                 if aborted is not None:
@@ -108,7 +108,7 @@ def record_batches(raw_batches: Iterable[bytes], schema: pa.Schema, topic: str, 
                 continue
             if aborted is not None and aborted.is_aborted(header):
                 continue
-            add_batch(columns, data, header)
+            walk_records(data, 0, columns, verify_crc=False)  # the store checked the CRC
             inside = start <= header.base_offset and header.last_offset < end
         else:
             _add_legacy(columns, data)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from stratalog.storage.cleaner.transactions import AbortedTransaction, scan_aborted
+from stratalog.records.transactions import AbortedTransaction, scan_aborted
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .arrow_rows import record_batches

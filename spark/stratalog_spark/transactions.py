@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from stratalog.storage.cleaner.transactions import AbortedTransaction, TransactionTracker, control_type
+from stratalog.records.transactions import AbortedTransaction, TransactionTracker, control_type
 from stratalog.records import BatchHeader
 
 

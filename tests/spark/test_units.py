@@ -8,38 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from stratalog.common.errors import CorruptRecordError
-from stratalog.records import Compression, Header, Record, build_batch, decode_records, parse_header
-from stratalog_spark.columnar import Columns, add_batch
 from stratalog_spark.offsets import from_json, to_json
 from stratalog_spark.options import OptionError, parse_sink_options, parse_source_options
 from stratalog_spark.planning import OffsetRange, group_chunks, split_min_partitions
 from stratalog_spark.store import Chunk
 from stratalog_spark.store.segments import list_segments
-
-
-def test_the_columnar_walk_equals_the_engines_decoder_for_every_codec_and_field_shape():
-    records = [Record(i, 1_700_000_000_000 + i * 777, None if i % 5 == 0 else b"k" * (i * 40),
-                      None if i % 7 == 0 else b"v" * (i * 300), (Header("h", None), Header("h", b"x")) if i % 3 else ())
-               for i in range(40)]
-    for codec in Compression:
-        data = build_batch(records, compression=codec)
-        columns = Columns(keys=[], values=[], headers=[])
-        add_batch(columns, data, parse_header(data))
-        expected = decode_records(data)
-        assert columns.offsets == [r.offset for r in expected]
-        assert columns.timestamps == [r.timestamp for r in expected]
-        assert (columns.keys, columns.values, columns.headers) == (
-            [r.key for r in expected], [r.value for r in expected], [r.headers for r in expected])
-
-
-def test_a_batch_the_fast_walk_cannot_read_goes_to_the_engines_decoder_and_its_precise_error():
-    data = bytearray(build_batch([Record(0, 0, b"k", b"v" * 50), Record(1, 0, b"k", b"w")]))
-    data[61] = 0x7E  # the first record's length: 63 bytes, past its batch
-    columns = Columns(keys=[], values=[])
-    with pytest.raises(CorruptRecordError):
-        add_batch(columns, bytes(data), parse_header(bytes(data)))
-    assert len(columns) == 0 and columns.keys == [] and columns.values == []
 
 
 def test_stream_offsets_are_kafkas_checkpoint_json_in_canonical_order():

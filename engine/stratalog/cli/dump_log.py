@@ -30,22 +30,10 @@ from typing import Any, TextIO
 from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]  # no stubs in the dev deps
 
 from stratalog.common.errors import CorruptRecordError
-from stratalog.storage.inspect import (
-    BatchSpan,
-    BatchView,
-    CorruptSnapshotError,
-    IndexContents,
-    RecordView,
-    SegmentMap,
-    SegmentWalk,
-    TimeEntry,
-    batch_records,
-    mapped,
-    read_offset_index,
-    read_producer_snapshot,
-    read_time_index,
-    read_txn_index,
-)
+from stratalog.storage.inspect.index_files import IndexContents, TimeEntry, read_offset_index, read_time_index
+from stratalog.storage.inspect.producer_snapshot import CorruptSnapshotError, read_producer_snapshot
+from stratalog.storage.inspect.txn_index import read_txn_index
+from stratalog.storage.inspect.walk import BatchSpan, BatchView, RecordView, SegmentMap, SegmentWalk, batch_records, mapped
 from stratalog.common.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from stratalog.records import NO_TIMESTAMP, peek_batch
 from stratalog.records.varint import Buffer

@@ -27,7 +27,9 @@ from stratalog.storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckp
 from stratalog.common.properties import parse_properties
 from stratalog.storage.dir_lock import DirLock
 from stratalog.common.errors import CheckpointError, LogDirError
-from stratalog.storage.inspect import CorruptSnapshotError, Finding, check_segment, read_producer_snapshot
+from stratalog.storage.inspect.checks import check_segment
+from stratalog.storage.inspect.findings import Finding
+from stratalog.storage.inspect.producer_snapshot import CorruptSnapshotError, read_producer_snapshot
 from stratalog.common.names import (
     CLEANED_SUFFIX,
     CLEANER_OFFSET_CHECKPOINT,

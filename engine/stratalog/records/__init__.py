@@ -11,6 +11,10 @@ that knows how records are laid out:
 * ``info`` - format-agnostic batch boundaries (position, size, offsets, max
   timestamp) read from headers alone, for segments, indexes and recovery.
 * ``compression`` - gzip/snappy/lz4/zstd in exactly the stream framing Kafka uses.
+* ``walker`` - the one walk over a v2 batch's records, into columns: every reader of
+  records (``decode_records``, the cleaner, dump-log, Spark's Arrow columns) uses it.
+* ``transactions`` - which batches belong to aborted transactions, from batches alone.
+* ``json_form`` - records as JSON for people (the CLI and the HTTP API).
 * ``varint`` - the ZigZag varints of v2 records.
 
 Every decoding function reports damaged or truncated bytes as
@@ -49,8 +53,11 @@ from stratalog.records.compression import Compression, compress, decompress
 from stratalog.records.info import BatchInfo, decode_any, iter_batch_infos, peek_batch
 from stratalog.records.legacy import LegacyEntry, legacy_records, parse_legacy_entry
 from stratalog.records.varint import decode_varint, encode_varint
+from stratalog.records.walker import RecordColumns, walk_records
 
 __all__ = [
+    "RecordColumns",
+    "walk_records",
     "LOG_OVERHEAD",
     "MAGIC_OFFSET",
     "NO_PARTITION_LEADER_EPOCH",

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from stratalog.common.errors import CorruptRecordError
-from stratalog.records.batch_header import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH, NO_TIMESTAMP
+from stratalog.records.batch_header import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH, NO_TIMESTAMP, RECORDS_COUNT_OFFSET
 from stratalog.records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, legacy_records, parse_legacy_entry
 from stratalog.records.reader import decode_records
 from stratalog.records.record import Record
@@ -81,7 +81,7 @@ def peek_batch(buf: Buffer, pos: int, *, source: str | None = None, at: int | No
                 source=source,
             )
         last_delta, max_ts = _V2_TAIL.unpack_from(buf, pos + MAGIC_OFFSET + 1)
-        (count,) = _INT32.unpack_from(buf, pos + 57)
+        (count,) = _INT32.unpack_from(buf, pos + RECORDS_COUNT_OFFSET)
         return BatchInfo(pos if at is None else at, total, 2, offset, offset + last_delta, max_ts, count)
     if magic == 1:
         if size < RECORD_OVERHEAD_V1:

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stratalog.common.errors import CorruptRecordError
-from stratalog.records import BatchInfo, peek_batch
+from stratalog.records import LOG_OVERHEAD, MAGIC_OFFSET, BatchInfo, peek_batch
 
-LOG_OVERHEAD = 12
-_MIN_HEADER = 17  # offset, size, leader epoch, magic: enough to know a batch's size and format
+_MIN_HEADER = MAGIC_OFFSET + 1  # offset, size, leader epoch, magic: enough to know a batch's size and format
 SCAN_CHUNK = 1 << 20
 
 

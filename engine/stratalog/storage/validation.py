@@ -23,6 +23,7 @@ from stratalog.common.errors import (
 )
 from stratalog.common.names import TopicPartition
 from stratalog.records import (
+    MAGIC_OFFSET,
     Compression,
     TimestampType,
     build_batch,
@@ -33,8 +34,6 @@ from stratalog.records import (
     validate_batch,
 )
 
-_MAGIC_OFFSET = 16
-_V2_HEADER_SIZE = 61
 _LOG_APPEND_TIME = "LogAppendTime"
 
 
@@ -49,9 +48,9 @@ class ValidatedBatch:
 
 def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: TopicPartition,
                           now_ms: int) -> ValidatedBatch:
-    if len(batch) < _MAGIC_OFFSET + 1:
+    if len(batch) < MAGIC_OFFSET + 1:
         raise CorruptRecordError(len(batch), f"append to {tp} of {len(batch)} bytes is too short to be a batch")
-    magic = batch[_MAGIC_OFFSET]
+    magic = batch[MAGIC_OFFSET]
     if magic in (0, 1):
         raise InvalidRecordError(
             f"append to {tp}: message format v{magic} is not accepted for appends (Kafka 4.0 writes only v2, KIP-724)"

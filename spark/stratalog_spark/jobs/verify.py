@@ -1,6 +1,6 @@
 """``verify``: every segment of a topic checked in parallel, one Spark task per segment.
 
-A task runs the engine's own checker (``stratalog.storage.inspect.check_segment``:
+A task runs the engine's own checker (``stratalog.storage.inspect.checks.check_segment``:
 every batch's CRC and structure, offsets against the segment's base, the
 offset and time indexes against the log), reading through a read-only
 mapping and without the directory lock, so it can run beside a live engine.
@@ -21,7 +21,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from stratalog.storage.inspect import check_segment
+from stratalog.storage.inspect.checks import check_segment
 
 from ..store.directory import DirStore
 from ..store.segments import list_segments

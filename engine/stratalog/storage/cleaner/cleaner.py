@@ -52,7 +52,8 @@ from stratalog.storage.cleaner.offset_map import OffsetMap
 from stratalog.storage.cleaner.selection import LogToClean
 from stratalog.storage.cleaner.throttler import Throttler
 from stratalog.storage.cleaner.producers import last_batches_of_active_producers
-from stratalog.storage.cleaner.transactions import TransactionTracker, control_type, scan_aborted_transactions
+from stratalog.records.transactions import TransactionTracker, control_type
+from stratalog.storage.transactions import scan_aborted_transactions
 
 Progress = Callable[[int], None]
 

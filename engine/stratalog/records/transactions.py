@@ -1,10 +1,12 @@
-"""Which transactional batches the cleaner may drop (Kafka's ``CleanedTransactionMetadata``).
+"""Aborted transactions from the batches alone, and which transactional batches may go.
 
 Kafka learns of aborted transactions from its ``.txnindex`` files. The engine
 writes no transaction index (it has no transaction coordinator; transactional
 data only arrives in logs written by Kafka or copied byte for byte), so the
-aborted transactions are found by one header scan of the log, done only when a
-pass meets a transactional batch at all. The rules then follow Kafka:
+aborted transactions are found by one header scan of a partition's batches
+(``scan_aborted``), done only when a reader meets a transactional batch at all.
+The cleaner and the Spark reader (``read_committed``) then follow Kafka's rules
+with a ``TransactionTracker`` (Kafka's ``CleanedTransactionMetadata``):
 
 * a data batch of an aborted transaction is dropped;
 * an ABORT marker is discardable once no data of its transaction was seen in
@@ -18,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stratalog.storage.log import Log
-from stratalog.records import BatchHeader, ControlRecordType, decode_records, parse_control_key, parse_header
+from stratalog.records import MAGIC_OFFSET, BatchHeader, ControlRecordType, decode_records, parse_control_key, parse_header
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +33,13 @@ class AbortedTransaction:
 def scan_aborted(raw_batches: Iterable[bytes]) -> list[AbortedTransaction]:
     """Aborted transactions from a partition's batches in offset order, by a header scan.
 
-    Shared by the cleaner (over a Log's segments) and the Spark reader (over fetched bytes).
+    Shared by the cleaner (over a log's segments, ``stratalog.storage.transactions``) and the
+    Spark reader (over fetched bytes).
     """
     ongoing: dict[int, int] = {}
     aborted: list[AbortedTransaction] = []
     for data in raw_batches:
-        if data[16] < 2:   # magic: v0/v1 batches have no transactions
+        if data[MAGIC_OFFSET] < 2:   # v0/v1 batches have no transactions
             continue
         header = parse_header(data)
         if not header.is_transactional:
@@ -50,10 +52,6 @@ def scan_aborted(raw_batches: Iterable[bytes]) -> list[AbortedTransaction]:
             aborted.append(AbortedTransaction(header.producer_id, first, header.last_offset))
     aborted.sort(key=lambda t: t.first_offset)
     return aborted
-
-
-def scan_aborted_transactions(log: Log) -> list[AbortedTransaction]:
-    return scan_aborted(data for segment in log.segments for _, data in segment.log.batches_with_data(0))
 
 
 def control_type(data: bytes, header: BatchHeader) -> ControlRecordType | None:
