@@ -8,6 +8,8 @@
   passes, and the ratio to this machine's page-cache read bandwidth (``dd``).
 * retention: one pass over a partition of 10,000 small segments, when nothing is
   due (the common case: one check per segment at most) and when all are expired.
+* throttle: one pass over ~6 MB capped at ``log.cleaner.io.max.bytes.per.second``
+  = 3 MB/s: the rate it held against the cap (read + written bytes / wall time).
 
 ``python -m bench.cleaning [--size-mb N] [--dir D] [--quick] [--json F]``
 """
@@ -113,6 +115,24 @@ def retention(root: Path, segments: int) -> dict[str, Any]:
             "all_expired_seconds": all_due, "deleted_when_all_expired": len(deleted)}
 
 
+def throttle(root: Path, cap: int = 3_000_000) -> dict[str, Any]:
+    directory = root / "throttle"
+    config = EngineConfig.from_properties({"log.cleaner.io.max.bytes.per.second": str(cap)})
+    manager = LogManager([directory], config).open()
+    TopicAdmin(manager).create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1048576"})
+    log = manager.get_log("c", 0)
+    now = int(time.time() * 1000)
+    for i in range(6000):
+        log.append(build_batch([Record(0, now, b"k%d" % (i % 500), b"x" * 1000)]))
+    log.roll()
+    report = LogCleaner(manager).run_pass()[0]
+    manager.close()
+    shutil.rmtree(directory)
+    moved = report.stats.bytes_read + report.stats.bytes_written
+    return {"cap_bytes_per_s": cap, "bytes": moved, "seconds": report.stats.elapsed_seconds,
+            "rate_to_cap": moved / report.stats.elapsed_seconds / cap}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=1024)
@@ -138,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
         results["retention"] = row = retention(root, args.segments)
         print(f"retention pass over {row['segments']} segments: nothing due {row['nothing_due_seconds'] * 1000:.1f} ms, "
               f"all expired {row['all_expired_seconds']:.2f} s ({row['deleted_when_all_expired']} deleted)")
+        results["throttle"] = row = throttle(root)
+        print(f"throttle: {row['bytes'] / row['seconds'] / 1e6:.2f} MB/s held against a cap of "
+              f"{row['cap_bytes_per_s'] / 1e6:.1f} MB/s (ratio {row['rate_to_cap']:.2f})")
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
     finally:

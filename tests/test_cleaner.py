@@ -21,6 +21,7 @@ from stratalog.records import (
     iter_batch_infos,
 )
 from stratalog.broker.topics import TopicAdmin
+from stratalog.storage.cleaner.throttler import MIN_SLEEP_S, Throttler
 
 DAY = 86_400_000
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "1500", "min.cleanable.dirty.ratio": "0.01",
@@ -176,16 +177,19 @@ def test_keys_that_share_a_hash_never_lose_a_record(tmp_path):
     manager.close()
 
 
-def test_a_hash_keyed_map_would_have_lost_the_record_the_key_compared_map_keeps():
-    tiny_hash = lambda key: 0  # noqa: E731 - two different keys, one hash
-    # Kafka's SkimpyOffsetMap keys by hash alone: b's offset overwrites a's slot.
-    hash_only: dict[int, int] = {}
-    hash_only[tiny_hash(b"a")] = 0
-    hash_only[tiny_hash(b"b")] = 1
-    assert 0 < hash_only[tiny_hash(b"a")]  # a@0 would be judged superseded: its only value lost
-    ours = OffsetMap(10_000, hash_function=tiny_hash)
-    assert ours.try_put(b"a", 0) and ours.try_put(b"b", 1)
-    assert ours.get(b"a") == 0 and ours.get(b"b") == 1
+def test_two_keys_with_one_hash_each_keep_their_only_record(tmp_path):
+    # Kafka's SkimpyOffsetMap keys by hash alone: b@1 would take a's slot, a@0 would be judged
+    # superseded and a's only value dropped. Here the map compares the keys themselves.
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    log.append(build_batch([Record(0, clock.now, b"a", b"only a")]))
+    log.append(build_batch([Record(0, clock.now, b"b", b"only b")]))
+    log.roll()
+    LogCleaner(manager, hash_function=lambda key: 0).run_pass(force=True)
+    assert on_disk(log.dir) == [(0, b"a", b"only a"), (1, b"b", b"only b")]
+    manager.close()
 
 
 def test_the_offset_map_refuses_new_keys_past_its_memory_budget_but_updates_known_ones():
@@ -304,20 +308,50 @@ def test_aborted_transactions_are_removed_and_their_markers_go_after_the_horizon
     manager.close()
 
 
-def test_the_io_throttle_holds_a_pass_near_the_configured_rate(tmp_path):
+class FakeTime:
+    """The throttler's clock: it moves only when work is simulated or the throttler sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_throttle_stretches_a_burst_to_the_configured_rate_and_banks_no_idle_credit():
+    time = FakeTime()
+    throttler = Throttler(1_000_000, sleep=time.sleep, monotonic=time.monotonic)
+    for _ in range(100):  # 1 MB in 10 kB reads of 1 ms each: ten times the cap
+        time.now += 0.001
+        throttler.maybe_throttle(10_000)
+    assert 1.0 - MIN_SLEEP_S <= time.now <= 1.0 + MIN_SLEEP_S
+    time.now += 5.0  # idle
+    resumed = time.now
+    for _ in range(100):
+        time.now += 0.001
+        throttler.maybe_throttle(10_000)
+    assert 1.0 - MIN_SLEEP_S <= time.now - resumed <= 1.0 + MIN_SLEEP_S
+
+
+def test_a_cleaning_pass_reports_every_byte_it_reads_and_writes_to_the_throttle(tmp_path):
     clock = Clock()
     cap = 3_000_000
     manager = open_manager(tmp_path, clock, log_cleaner_io_max_bytes_per_second=cap)
     TopicAdmin(manager).create_topic("c", 1, {**COMPACT, "segment.bytes": "1048576"})
     log = manager.get_log("c", 0)
-    for i in range(6000):
+    for i in range(3000):
         log.append(build_batch([Record(0, clock.now, b"k%d" % (i % 500), b"x" * 1000)]))
     log.roll()
-    report = LogCleaner(manager).run_pass()[0]
-    rate = (report.stats.bytes_read + report.stats.bytes_written) / report.stats.elapsed_seconds
-    assert report.stats.elapsed_seconds > 1.5
-    print(f"throttle: {rate:.0f} B/s for a cap of {cap}")
-    assert 0.8 * cap <= rate <= 1.2 * cap, f"measured {rate:.0f} B/s against a cap of {cap}"
+    time = FakeTime()
+    throttler = Throttler(cap, sleep=time.sleep, monotonic=time.monotonic)
+    report = LogCleaner(manager, throttler=throttler).run_pass()[0]
+    moved = report.stats.bytes_read + report.stats.bytes_written
+    assert moved > 3_000_000
+    # The pass's own work takes no time on this clock, so the throttle alone made it last moved / cap.
+    assert moved / cap - MIN_SLEEP_S <= time.now <= moved / cap + MIN_SLEEP_S
     manager.close()
 
 

@@ -108,7 +108,7 @@ def record_batches(raw_batches: Iterable[bytes], schema: pa.Schema, topic: str, 
                 continue
             if aborted is not None and aborted.is_aborted(header):
                 continue
-            walk_records(data, 0, columns, verify_crc=False)  # the store checked the CRC
+            walk_records(data, 0, columns, header=header)  # the store checked the whole batch (CRC)
             inside = start <= header.base_offset and header.last_offset < end
         else:
             _add_legacy(columns, data)

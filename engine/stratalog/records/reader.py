@@ -49,10 +49,10 @@ def decode_records(
     buf: Buffer, pos: int = 0, *, verify_crc: bool = True, source: str | None = None
 ) -> list[Record]:
     """Decode every record of the v2 batch at ``pos`` (absolute offsets and timestamps)."""
-    columns = RecordColumns.every_field()
+    columns = RecordColumns.records()
     walk_records(buf, pos, columns, verify_crc=verify_crc, source=source)
-    assert columns.keys is not None and columns.values is not None and columns.headers is not None
-    return list(map(Record, columns.offsets, columns.timestamps, columns.keys, columns.values, columns.headers))
+    assert columns.as_records is not None
+    return columns.as_records
 
 
 def summarize_records(buf: Buffer, pos: int = 0, *, source: str | None = None) -> RecordsSummary:

@@ -34,7 +34,7 @@ from stratalog.records.batch_header import (
     validate_batch,
 )
 from stratalog.records.compression import Compression, decompress
-from stratalog.records.record import Header
+from stratalog.records.record import Header, Record
 from stratalog.records.varint import VARLONG_MAX_BYTES, Buffer, decode_varint
 
 # attributes byte + one-byte timestampDelta, offsetDelta, keyLength,
@@ -44,7 +44,11 @@ MIN_RECORD_BODY = 6
 
 @dataclass(slots=True)
 class RecordColumns:
-    """Records as columns; a field whose list is None is not wanted and never copied."""
+    """Records as columns; a field whose list is None is not wanted and never copied.
+
+    ``as_records`` collects ``Record`` objects instead of columns (``decode_records``): built
+    in the walk itself, they cost no second pass over per-field lists.
+    """
 
     offsets: list[int] = field(default_factory=list)
     timestamps: list[int] = field(default_factory=list)
@@ -52,16 +56,22 @@ class RecordColumns:
     values: list[bytes | None] | None = None
     headers: list[tuple[Header, ...]] | None = None
     timestamp_types: list[int] | None = None  # per row, though the batch decides it (Spark's column)
+    as_records: list[Record] | None = None
 
     @classmethod
     def every_field(cls) -> RecordColumns:
         return cls(keys=[], values=[], headers=[])
 
+    @classmethod
+    def records(cls) -> RecordColumns:
+        return cls(as_records=[])
+
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.offsets) if self.as_records is None else len(self.as_records)
 
     def lists(self) -> list[list[Any]]:
-        columns = (self.offsets, self.timestamps, self.keys, self.values, self.headers, self.timestamp_types)
+        columns = (self.offsets, self.timestamps, self.keys, self.values, self.headers, self.timestamp_types,
+                   self.as_records)
         return [column for column in columns if column is not None]
 
     def truncate(self, rows: int) -> None:
@@ -76,9 +86,17 @@ class RecordColumns:
 
 
 def walk_records(buf: Buffer, pos: int, columns: RecordColumns, *, verify_crc: bool = True,
-                 source: str | None = None) -> BatchHeader:
-    """Append the records of the v2 batch at ``pos`` to ``columns``; returns the batch's header."""
-    header = checked_header(buf, pos, verify_crc, source)
+                 source: str | None = None, header: BatchHeader | None = None) -> BatchHeader:
+    """Append the records of the v2 batch at ``pos`` to ``columns``; returns the batch's header.
+
+    ``header``: the batch's header, parsed by a caller that has already checked the whole batch
+    (its CRC, so its length too), which spares parsing it again.
+    """
+    if header is None:
+        header = checked_header(buf, pos, verify_crc, source)
+    elif header.records_count < 0:
+        raise CorruptRecordError(pos + RECORDS_COUNT_OFFSET, f"Found invalid record count {header.records_count} "
+                                 "in magic v2 batch", source=source)
     data, start, end, translate = records_region(buf, pos, header, source)
     rows = len(columns)
     try:
@@ -161,9 +179,15 @@ def _walk(data: bytes, p: int, end: int, h: BatchHeader, columns: RecordColumns)
     dv = decode_varint
     add_offset = columns.offsets.append
     add_timestamp = columns.timestamps.append
+    add_record = None if columns.as_records is None else columns.as_records.append
     add_key = None if columns.keys is None else columns.keys.append
     add_value = None if columns.values is None else columns.values.append
     add_headers = None if columns.headers is None else columns.headers.append
+    copy_key = add_record is not None or add_key is not None  # a Record has every field
+    copy_value = add_record is not None or add_value is not None
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: tuple[Header, ...] = ()
     for i in range(count):
         if p >= end:
             raise CorruptRecordError(
@@ -215,11 +239,10 @@ def _walk(data: bytes, p: int, end: int, h: BatchHeader, columns: RecordColumns)
         else:
             size, p = dv(data, p, end=rec_end)
         if size < 0:  # Kafka's Utils.readBytes: any negative length is null
-            if add_key is not None:
-                add_key(None)
+            key = None
         elif p + size <= rec_end:
-            if add_key is not None:
-                add_key(data[p : p + size])
+            if copy_key:
+                key = data[p : p + size]
             p += size
         else:
             raise CorruptRecordError(p, f"key of {size} bytes overruns its record by {p + size - rec_end} bytes")
@@ -234,31 +257,37 @@ def _walk(data: bytes, p: int, end: int, h: BatchHeader, columns: RecordColumns)
         else:
             size, p = dv(data, p, end=rec_end)
         if size < 0:
-            if add_value is not None:
-                add_value(None)
+            value = None
         elif p + size <= rec_end:
-            if add_value is not None:
-                add_value(data[p : p + size])
+            if copy_value:
+                value = data[p : p + size]
             p += size
         else:
             raise CorruptRecordError(p, f"value of {size} bytes overruns its record by {p + size - rec_end} bytes")
         if p < rec_end and data[p] == 0:  # no headers: the common case
             p += 1
-            if add_headers is not None:
-                add_headers(())
+            headers = ()
         else:
             header_count, p = dv(data, p, end=rec_end)
             headers, p = read_headers(data, p, rec_end, header_count)
-            if add_headers is not None:
-                add_headers(headers)
         if p != rec_end:
             raise CorruptRecordError(
                 rec_start,
                 f"Invalid record size: expected to read {length} bytes in record payload, "
                 f"but instead read {p - (rec_end - length)}",
             )
+        if add_record is not None:
+            add_record(Record(base_offset + offset_delta, base_ts + ts_delta if append_time is None else append_time,
+                              key, value, headers))
+            continue
         add_offset(base_offset + offset_delta)
         add_timestamp(base_ts + ts_delta if append_time is None else append_time)
+        if add_key is not None:
+            add_key(key)
+        if add_value is not None:
+            add_value(value)
+        if add_headers is not None:
+            add_headers(headers)
     if p != end:
         raise CorruptRecordError(
             p, f"Incorrect declared batch size, records still remaining in file: {end - p} bytes after {count} records"

@@ -89,14 +89,14 @@ class _Selection:
 
 class LogCleaner:
     def __init__(self, manager: LogManager, *, hash_function: Callable[[bytes], int] | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, throttler: Throttler | None = None) -> None:
         self.manager = manager
         config = manager.config
         self.threads = config.log_cleaner_threads
         self.map_bytes = min(config.log_cleaner_dedupe_buffer_size // max(self.threads, 1), MAX_MAP_BYTES)
         self.load_factor = config.log_cleaner_io_buffer_load_factor
         self.backoff_ms = config.log_cleaner_backoff_ms
-        self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second)
+        self.throttler = throttler or Throttler(config.log_cleaner_io_max_bytes_per_second)
         self.hash_function = hash_function
         self.progress = progress
         self.status: dict[TopicPartition, PartitionCleanerStatus] = {}
