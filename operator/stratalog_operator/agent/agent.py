@@ -283,10 +283,13 @@ class Agent:
             conditions.append(Condition("CheckpointStale", True, "CheckpointsStopped",
                                         f"last checkpoint write {age / 1000:.0f}s ago (interval "
                                         f"{self.engine.config.log_flush_offset_checkpoint_interval_ms / 1000:.0f}s)"))
+        elif age is None:
+            # Its own reason, not just a message: status writes compare reasons, so the first
+            # checkpoint is news that gets written promptly.
+            conditions.append(Condition("CheckpointStale", False, "NoCheckpointYet", "no checkpoint written yet"))
         else:
             conditions.append(Condition("CheckpointStale", False, "CheckpointsCurrent",
-                                        "checkpoints are written on schedule" if age is not None
-                                        else "no checkpoint written yet"))
+                                        "checkpoints are written on schedule"))
         retention = self.engine.tasks.get("retention")
         if retention is not None and retention.last_error:
             conditions.append(Condition("RetentionHealthy", False, "RetentionFailing",
