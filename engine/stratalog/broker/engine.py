@@ -32,8 +32,10 @@ from typing import Any
 
 from stratalog.storage.cleaner import CleanReport, LogCleaner, LogToClean, log_to_clean
 from stratalog.common.config import EngineConfig
+from stratalog.common.errors import KafkaStorageError
 from stratalog.storage.log import Clock, Log, wall_clock_ms
-from stratalog.storage.log_manager import LogManager
+from stratalog.storage.log_dir_failure import OfflineDir
+from stratalog.storage.log_manager import LogManager, ShutdownReport
 from stratalog.common.names import TopicPartition
 from stratalog.storage.retention import Deletion, delete_old_segments
 
@@ -87,15 +89,21 @@ class Engine:
         self.ready = True
         return self
 
-    def stop(self) -> None:
-        """Clean shutdown: stop the tasks, then flush, checkpoint and mark the directories clean."""
+    def stop(self) -> ShutdownReport:
+        """Clean shutdown: stop the tasks, then flush, checkpoint and mark the directories clean.
+
+        Never raises for a failed disk: the report says which directories could not be made safe.
+        """
         self.ready = False
         self._stop.set()
         if self._scheduler is not None:
             self._scheduler.join()
         if self.cleaner is not None:
             self.cleaner.stop()
-        self.manager.close()
+        return self.manager.close()
+
+    def offline_dirs(self) -> dict[Path, OfflineDir]:
+        return self.manager.offline_dirs()
 
     # -- tasks (each callable from outside) ------------------------------------------------
     def _record(self, name: str, task: Callable[[], Any]) -> Any:
@@ -115,11 +123,17 @@ class Engine:
     def run_retention(self, topic: str | None = None) -> list[tuple[TopicPartition, Deletion]]:
         def task() -> list[tuple[TopicPartition, Deletion]]:
             done: list[tuple[TopicPartition, Deletion]] = []
+            failed: KafkaStorageError | None = None
             for tp, log in sorted(self.manager.logs().items()):
-                if topic is not None and tp.topic != topic:
+                if (topic is not None and tp.topic != topic) or log.offline:
                     continue
-                done.extend((tp, d) for d in delete_old_segments(log))
+                try:
+                    done.extend((tp, d) for d in delete_old_segments(log))
+                except KafkaStorageError as error:  # that directory is offline now; the others go on
+                    failed = failed or error
             self.retention_deletions_total += len(done)
+            if failed is not None:
+                raise failed
             return done
         result: list[tuple[TopicPartition, Deletion]] = self._record("retention", task)
         return result

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from stratalog.common.config import parse_key_value_pairs
+from stratalog.common.errors import KafkaStorageError
 from stratalog.storage.log_manager import LogManager, open_log_manager
 
 
@@ -41,8 +42,12 @@ def opened(args: argparse.Namespace, *, create_missing: bool = False) -> Iterato
     manager = open_log_manager(args.data_dirs, properties, create_missing=create_missing)
     try:
         yield manager
-    finally:
+    except BaseException:
         manager.close()
+        raise
+    report = manager.close()
+    if not report.safe:  # what the command did may not be on disk: say so, never "ok"
+        raise KafkaStorageError("; ".join(f"{path}: {error}" for path, error in report.unsafe.items()))
 
 
 def print_json(value: Any) -> None:

@@ -108,3 +108,13 @@ class StoredBatchError(StratalogError):
     """Stored bytes that do not decode when served: the disk's fault, never the request's."""
 
     code = "KAFKA_STORAGE_ERROR"
+
+
+class KafkaStorageError(StratalogError):
+    """A partition whose log directory went offline after an I/O error (Kafka's ``KafkaStorageException``).
+
+    Nothing more is written to that directory until the engine restarts; the message names the
+    directory, the operation that failed and the operating system's error.
+    """
+
+    code = "KAFKA_STORAGE_ERROR"

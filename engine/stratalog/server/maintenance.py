@@ -101,9 +101,12 @@ def status_document(state: ServerState) -> dict[str, Any]:
     logs = manager.logs()
     clean = manager.had_clean_shutdown()
     dirs = []
+    offline = manager.offline_dirs()
     for path in manager.data_dirs:
+        failure = offline.get(path)
         dirs.append({"path": str(path), "hadCleanShutdown": clean.get(path, False),
-                     "partitions": sum(1 for log in logs.values() if log.dir.parent == path)})
+                     "partitions": sum(1 for log in logs.values() if log.dir.parent == path),
+                     "online": failure is None, "error": failure.describe() if failure else None})
     recovered: list[dict[str, Any]] = []
     segments_recovered = 0
     for tp, report in sorted(manager.load_reports.items()):
@@ -134,7 +137,17 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     state = state_of(request)
     if state.ready:
-        return web.json_response({"status": "ready"})
+        # Kafka's broker keeps serving its other directories when one goes offline, so does the
+        # engine: ready while one is online, with the offline ones named; 503 once none is.
+        offline = state.engine.offline_dirs()
+        if not offline:
+            return web.json_response({"status": "ready"})
+        detail = [o.describe() for o in offline.values()]
+        if len(offline) < len(state.engine.manager.data_dirs):
+            return web.json_response({"status": "ready", "offlineLogDirs": detail})
+        return web.json_response({"error_code": "KAFKA_STORAGE_ERROR",
+                                  "message": "not ready: every log directory is offline: " + "; ".join(detail)},
+                                 status=503)
     reason = "shutting down" if state.draining else "opening data directories"
     return web.json_response({"error_code": "BROKER_NOT_AVAILABLE", "message": f"not ready: {reason}"},
                              status=503)

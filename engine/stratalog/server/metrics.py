@@ -115,10 +115,24 @@ class EngineCollector(Collector):
         yield ready
         if not engine.ready:
             return
+        yield from self._log_dirs()
         yield from self._partitions()
         yield from self._cleaner()
         yield from self._tasks()
         yield from self._checkpoints()
+
+    def _log_dirs(self) -> Iterator[Metric]:
+        offline = self.engine.offline_dirs()
+        # Kafka's kafka.log:type=LogManager,name=OfflineLogDirectoryCount
+        count = GaugeMetricFamily("stratalog_offline_log_directory_count",
+                                  "Log directories taken offline by an I/O error (back only after a restart)")
+        count.add_metric([], float(len(offline)))
+        yield count
+        each = GaugeMetricFamily("stratalog_log_directory_offline", "1 if the log directory is offline",
+                                 labels=["dir"])
+        for path in self.engine.manager.data_dirs:
+            each.add_metric([str(path)], 1.0 if path in offline else 0.0)
+        yield each
 
     def _partitions(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]

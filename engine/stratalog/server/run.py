@@ -144,8 +144,8 @@ async def serve(options: ServeOptions) -> int:
             # Engine calls already on the pools finish (an accepted append is completed) before the stop.
             await loop.run_in_executor(None, state.shutdown_pools)
             if engine.ready:
-                await loop.run_in_executor(None, engine.stop)
-                logger.info("stopped cleanly: logs flushed, checkpoints and clean-shutdown marker written")
+                report = await loop.run_in_executor(None, engine.stop)
+                status = max(status, report.log(logger))
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

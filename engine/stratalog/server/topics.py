@@ -22,9 +22,11 @@ from stratalog.server.state import ADMIN_BODY_LIMIT, ServerState, state_of
 
 def partition_summary(state: ServerState, tp: TopicPartition) -> dict[str, Any]:
     log = state.broker.log(tp)
+    offline = state.engine.offline_dirs().get(log.log_dir)
     return {"partition": log.topic_partition.partition, "logDir": str(log.dir.parent),
             "logStartOffset": log.log_start_offset, "logEndOffset": log.log_end_offset,
-            "highWatermark": log.high_watermark, "size": log.size, "segments": len(log.segments)}
+            "highWatermark": log.high_watermark, "size": log.size, "segments": len(log.segments),
+            "offline": offline is not None, "storageError": offline.describe() if offline else None}
 
 
 def describe(state: ServerState, topic: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from stratalog.common.errors import CheckpointError
+from stratalog.common.errors import CheckpointError, KafkaStorageError
 from stratalog.common.names import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -28,6 +28,7 @@ from stratalog.common.names import (
 from stratalog.storage.checkpoint import OffsetCheckpointFile
 from stratalog.storage.dir_lock import DirLock
 from stratalog.storage.log import Log
+from stratalog.storage.log_dir_failure import LogDirFailureChannel
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +64,10 @@ LogsByDir = Callable[[], Mapping[Path, Mapping[TopicPartition, Log]]]
 class Checkpoints:
     """Writes each directory's checkpoint files from the logs it holds now."""
 
-    def __init__(self, dirs: list[DataDir], logs_by_dir: LogsByDir, lock: threading.RLock) -> None:
+    def __init__(self, dirs: list[DataDir], logs_by_dir: LogsByDir, lock: threading.RLock,
+                 failures: LogDirFailureChannel) -> None:
         self._dirs = dirs
+        self._failures = failures
         self._logs_by_dir = logs_by_dir
         self._lock = lock
         self._cleaner_offsets: dict[TopicPartition, int] = {}
@@ -108,7 +111,22 @@ class Checkpoints:
 
     def _write(self, file_of: Callable[[DataDir], OffsetCheckpointFile],
                entries_of: Callable[[Mapping[TopicPartition, Log]], dict[TopicPartition, int]]) -> None:
+        """Write one checkpoint file in every online directory.
+
+        A directory whose write fails goes offline and the others are still written; the
+        first failure is raised once all have been tried.
+        """
+        failed: KafkaStorageError | None = None
         with self._lock:
             grouped = self._logs_by_dir()
             for data_dir in self._dirs:
-                file_of(data_dir).write(entries_of(grouped.get(data_dir.path, {})))
+                if self._failures.is_offline(data_dir.path):
+                    continue
+                checkpoint = file_of(data_dir)
+                try:
+                    with self._failures.guard(data_dir.path, f"write of {checkpoint.path.name}"):
+                        checkpoint.write(entries_of(grouped.get(data_dir.path, {})))
+                except KafkaStorageError as error:
+                    failed = failed or error
+        if failed is not None:
+            raise failed

@@ -40,7 +40,10 @@ class DirLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            os.ftruncate(self._fd, 0)
+            try:
+                os.ftruncate(self._fd, 0)  # the pid is informative only: a failed disk may refuse it
+            except OSError:
+                pass
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

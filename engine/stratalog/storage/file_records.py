@@ -46,10 +46,20 @@ class FileRecords:
         """Write at the end; returns the number of bytes written."""
         view = memoryview(data)
         position = self._size
-        while view:
-            written = os.pwrite(self.fd, view, position)
-            view = view[written:]
-            position += written
+        try:
+            while view:
+                written = os.pwrite(self.fd, view, position)
+                view = view[written:]
+                position += written
+        except OSError:
+            # Leave no partial batch behind for a later append to follow (best effort: the
+            # truncation can fail too, and then the directory goes offline before anything
+            # else is acknowledged, and recovery cuts the torn tail at the next start).
+            try:
+                os.ftruncate(self.fd, self._size)
+            except OSError:
+                pass
+            raise
         appended = position - self._size
         self._size = position
         return appended

@@ -134,11 +134,13 @@ class _Index:
             os.fsync(self._fd)
 
     def close(self) -> None:
-        if self._loaded:
-            self._write_pending()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        try:
+            if self._loaded:
+                self._write_pending()
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def reset(self) -> None:
         """Drop every entry (recovery rebuilds from the log)."""

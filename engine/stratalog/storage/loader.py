@@ -29,6 +29,7 @@ from pathlib import Path
 from stratalog.common.config import LogConfig
 from stratalog.common.errors import CorruptIndexError
 from stratalog.storage.leader_epoch import LeaderEpochCache
+from stratalog.storage.log_dir_failure import LogDirFailureChannel
 from stratalog.storage.log import Clock, Log, wall_clock_ms
 from stratalog.common.names import (
     CLEANED_SUFFIX,
@@ -68,6 +69,7 @@ def load_log(
     log_start_offset: int = 0,
     had_clean_shutdown: bool = False,
     clock: Clock = wall_clock_ms,
+    failure_channel: LogDirFailureChannel | None = None,
 ) -> tuple[Log, LoadReport]:
     report = LoadReport()
     _remove_temp_files(directory, report)
@@ -98,7 +100,7 @@ def load_log(
     epoch_cache.truncate_from_end(log_end)
     epoch_cache.truncate_from_start(start)
     log = Log(directory, tp, config, segments, log_start_offset=start, recovery_point=recovery,
-              leader_epoch_cache=epoch_cache, clock=clock)
+              leader_epoch_cache=epoch_cache, clock=clock, failure_channel=failure_channel)
     return log, report
 
 

@@ -32,6 +32,7 @@ from stratalog.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from stratalog.storage.leader_epoch import LeaderEpochCache
+from stratalog.storage.log_dir_failure import LogDirFailureChannel
 from stratalog.common.crash_points import crash_point
 from stratalog.common.names import (
     CLEANED_SUFFIX,
@@ -120,10 +121,14 @@ class Log:
         recovery_point: int,
         leader_epoch_cache: LeaderEpochCache,
         clock: Clock = wall_clock_ms,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         if not segments:
             raise ValueError(f"{topic_partition}: a log needs at least one segment")
         self.dir = directory
+        # The log directory this partition lives in: an I/O error here takes all of it offline.
+        self.log_dir = directory.parent
+        self.failures = failure_channel if failure_channel is not None else LogDirFailureChannel()
         self.topic_partition = topic_partition
         self.config = config
         self.clock = clock
@@ -240,7 +245,8 @@ class Log:
             validated = prepared.validated
             if prepared.config is not self.config:
                 validated = tuple(self._validate(prepared.batches, self.config, prepared.now_ms))
-            return [self._append_validated(v, prepared.now_ms) for v in validated]
+            with self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
+                return [self._append_validated(v, prepared.now_ms) for v in validated]
 
     def _validate(self, batches: Sequence[bytes | bytearray], config: LogConfig, now: int
                   ) -> list[ValidatedBatch]:
@@ -276,7 +282,7 @@ class Log:
 
     def append_raw(self, data: bytes) -> None:
         """Append batches that already carry their offsets (recovery tests, follower-style copies)."""
-        with self.lock:
+        with self.lock, self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
             self._check_open()
             for info, batch in _split_batches(data):
                 if info.base_offset < self.log_end_offset:
@@ -299,7 +305,7 @@ class Log:
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Close the active segment to appends and start a new one at the LEO."""
-        with self.lock:
+        with self.lock, self.failures.guard(self.log_dir, f"roll of {self.topic_partition}"):
             self._check_open()
             new_offset = max(expected_next_offset or 0, self.log_end_offset)
             active = self.active_segment
@@ -427,7 +433,7 @@ class Log:
     # -- flush ------------------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``), then move the recovery point."""
-        with self.lock:
+        with self.lock, self.failures.guard(self.log_dir, f"flush of {self.topic_partition}"):
             target = self.log_end_offset if offset is None else offset
             if target <= self.recovery_point:
                 return
@@ -447,7 +453,7 @@ class Log:
     # -- truncation and start offset -------------------------------------------------------
     def truncate_to(self, target: int) -> bool:
         """Remove everything at and above ``target``. Returns False if there was nothing to remove."""
-        with self.lock:
+        with self.lock, self.failures.guard(self.log_dir, f"truncation of {self.topic_partition}"):
             self._check_open()
             if target < 0:
                 raise OffsetOutOfRangeError(f"{self.topic_partition}: cannot truncate to negative offset {target}")
@@ -473,7 +479,7 @@ class Log:
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        with self.lock:
+        with self.lock, self.failures.guard(self.log_dir, f"truncation of {self.topic_partition}"):
             self._check_open()
             doomed = self.segments
             self._remove_segments(doomed)
@@ -508,7 +514,7 @@ class Log:
         2. The old segments leave the map and are renamed ``.deleted``.
         3. ``.swap`` → final name, then the directory is fsynced.
         """
-        with self.lock:
+        with self.lock, self.failures.guard(self.log_dir, f"segment swap of {self.topic_partition}"):
             self._check_open()
             crash_point("swap.begin")
             new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX, crash_point_after_each="swap.renamed_to_swap")
@@ -518,8 +524,8 @@ class Log:
                     continue  # already gone (retention or truncation since the pass began)
                 del self._segments[segment.base_offset]
                 self._bases.remove(segment.base_offset)
+                self._pending_deletes.append((due, segment))  # before the rename: closed even if it fails
                 segment.change_suffix("", DELETED_SUFFIX)
-                self._pending_deletes.append((due, segment))
                 crash_point("swap.old_deleted")
             new.change_suffix(SWAP_SUFFIX, "")
             crash_point("swap.renamed_to_final")
@@ -537,7 +543,7 @@ class Log:
 
     def remove_segments(self, segments: list[LogSegment]) -> None:
         """Take segments out of the log and rename their files ``.deleted`` (removed after a delay)."""
-        with self.lock:
+        with self.lock, self.failures.guard(self.log_dir, f"segment deletion in {self.topic_partition}"):
             self._remove_segments(segments)
 
     def _remove_segments(self, segments: list[LogSegment]) -> None:
@@ -548,8 +554,8 @@ class Log:
             if self._segments.pop(segment.base_offset, None) is None:
                 continue
             self._bases.remove(segment.base_offset)
+            self._pending_deletes.append((due, segment))  # before the rename: closed even if it fails
             segment.change_suffix("", DELETED_SUFFIX)
-            self._pending_deletes.append((due, segment))
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """Physically remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
@@ -557,8 +563,10 @@ class Log:
         with self.lock:
             due = [segment for when, segment in self._pending_deletes if when <= now]
             self._pending_deletes = [(w, s) for w, s in self._pending_deletes if w > now]
-        for segment in due:
-            segment.delete_files()
+        if due:
+            with self.failures.guard(self.log_dir, f"file deletion in {self.topic_partition}"):
+                for segment in due:
+                    segment.delete_files()
         return len(due)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -569,20 +577,47 @@ class Log:
     def _check_open(self) -> None:
         if self.closed:
             raise UnknownTopicOrPartitionError(f"{self.topic_partition}: the log is closed")
+        self.failures.check(self.log_dir, str(self.topic_partition))
+
+    @property
+    def offline(self) -> bool:
+        return self.failures.is_offline(self.log_dir)
+
+    def flush_for_shutdown(self) -> None:
+        """fsync the ``.log`` files past the recovery point, even in an offline directory.
+
+        At shutdown the acknowledged records still in the page cache are worth one more try: an
+        fsync writes nothing new, so it does not break the rule that an offline directory is not
+        written to. Indexes are left alone; recovery rebuilds them. OSError is the caller's.
+        """
+        with self.lock:
+            for segment in self.segments_from(self.recovery_point):
+                segment.log.flush()
 
     def close(self) -> None:
+        """Close every segment; in an offline directory only release the descriptors (no trims).
+
+        Every descriptor is released even when a trim fails; the first error is raised after.
+        """
         with self.lock:
             if self.closed:
                 return
+            offline = self.offline
+            failed: OSError | None = None
             for segment in self.segments:
-                segment.close()
+                try:
+                    segment.close_files() if offline else segment.close()
+                except OSError as error:
+                    failed = failed or error
             for _, segment in self._pending_deletes:
                 segment.close_files()
             self.closed = True
+            if failed is not None:
+                raise failed
 
     def rename_dir(self, new_dir: Path) -> None:
         """Move the partition directory (deletion); the log must be closed first."""
-        with self.lock:
+        with self.lock, self.failures.guard(self.log_dir, f"deletion of {self.topic_partition}"):
             os.replace(self.dir, new_dir)
             self.dir = new_dir
             self.epoch_cache.rebind(new_dir)

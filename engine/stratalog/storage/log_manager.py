@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +25,15 @@ from stratalog.storage.checkpoint import consume_clean_shutdown, ensure_meta_pro
 from stratalog.storage.checkpoints import Checkpoints, DataDir
 from stratalog.common.properties import format_properties, parse_properties
 from stratalog.common.config import EngineConfig, LogConfig
-from stratalog.common.errors import InvalidConfigError, LogDirError, UnknownTopicOrPartitionError
+from stratalog.common.errors import (
+    InvalidConfigError,
+    KafkaStorageError,
+    LogDirError,
+    UnknownTopicOrPartitionError,
+)
 from stratalog.storage.loader import LoadReport, load_log
 from stratalog.storage.log import Clock, Log, wall_clock_ms
+from stratalog.storage.log_dir_failure import LogDirFailureChannel, OfflineDir, describe_os_error
 from stratalog.common.names import (
     RESERVED_TOPICS,
     TOPIC_CONFIG_FILE,
@@ -37,6 +44,35 @@ from stratalog.common.names import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ShutdownReport:
+    """What a clean shutdown could not do.
+
+    ``unsafe``: directories where acknowledged records may not be on disk (an fsync failed), with
+    the error. ``warnings``: what failed without putting a record at risk (a checkpoint or the
+    clean-shutdown marker not written: the next start recovers instead of trusting them).
+    """
+
+    unsafe: dict[Path, str]
+    warnings: list[str]
+
+    @property
+    def safe(self) -> bool:
+        return not self.unsafe
+
+    def log(self, to: logging.Logger) -> int:
+        """One line per problem; the exit status a process should end with (1 if a record is at risk)."""
+        for warning in self.warnings:
+            to.warning("%s", warning)
+        for path, error in self.unsafe.items():
+            to.error("data directory %s: acknowledged records may be lost: %s", path, error)
+        if self.safe and not self.warnings:
+            to.info("stopped cleanly: logs flushed, checkpoints and clean-shutdown marker written")
+        elif self.safe:
+            to.info("stopped: every acknowledged record is on disk")
+        return 0 if self.safe else 1
 
 
 @dataclass(frozen=True)
@@ -72,7 +108,8 @@ class LogManager:
         self._pending_dir_deletes: list[Path] = []
         self.load_reports: dict[TopicPartition, LoadReport] = {}
         self.lock = threading.RLock()
-        self.checkpoints = Checkpoints(self._dirs, self._logs_by_dir, self.lock)
+        self.failures = LogDirFailureChannel()
+        self.checkpoints = Checkpoints(self._dirs, self._logs_by_dir, self.lock, self.failures)
         self._opened = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -81,23 +118,30 @@ class LogManager:
         try:
             for data_dir in self._dirs:
                 self._prepare_dir(data_dir.path)
-                try:
+                with _refusing_start(data_dir.path, "take its lock"):
                     data_dir.lock.acquire()
-                except PermissionError as error:
-                    raise LogDirError(f"data directory {data_dir.path} is not writable: {error.strerror}") from None
                 acquired.append(data_dir)
                 self._check_writable(data_dir.path)
             cluster_id = None
             for data_dir in self._dirs:
-                props = ensure_meta_properties(data_dir.path, cluster_id=cluster_id)
-                cluster_id = cluster_id or props.get("cluster.id")
-                data_dir.had_clean_shutdown, data_dir.broker_epoch = consume_clean_shutdown(data_dir.path)
-                for checkpoint in data_dir.checkpoint_files:
-                    if not checkpoint.path.exists():
-                        checkpoint.write({})
+                with _refusing_start(data_dir.path, "write its metadata files"):
+                    props = ensure_meta_properties(data_dir.path, cluster_id=cluster_id)
+                    cluster_id = cluster_id or props.get("cluster.id")
+                    data_dir.had_clean_shutdown, data_dir.broker_epoch = consume_clean_shutdown(data_dir.path)
+                    for checkpoint in data_dir.checkpoint_files:
+                        if not checkpoint.path.exists():
+                            checkpoint.write({})
             for data_dir in self._dirs:
-                self._load_dir(data_dir)
+                with _refusing_start(data_dir.path, "load its partitions"):
+                    self._load_dir(data_dir)
         except BaseException:
+            for log in self._logs.values():
+                try:
+                    log.close()
+                except OSError:
+                    pass
+            self._logs.clear()
+            self._log_dirs.clear()
             for data_dir in acquired:
                 data_dir.lock.release()
             raise
@@ -154,6 +198,7 @@ class LogManager:
                 log_start_offset=start_offsets.get(tp, 0),
                 had_clean_shutdown=data_dir.had_clean_shutdown,
                 clock=self.clock,
+                failure_channel=self.failures,
             )
             self._logs[tp] = log
             self._log_dirs[tp] = data_dir
@@ -172,25 +217,59 @@ class LogManager:
         path = partition_dir / TOPIC_CONFIG_FILE
         return parse_properties(path) if path.exists() else {}
 
-    def close(self) -> None:
-        """Clean shutdown: flush and close every log, write checkpoints, then the clean-shutdown marker."""
+    def close(self) -> ShutdownReport:
+        """Clean shutdown: flush and close every log, write checkpoints, then the clean-shutdown marker.
+
+        Never raises for an I/O error: each directory is shut down as far as its disk allows,
+        and the report says what was not done. A directory that failed gets no clean-shutdown
+        marker, so its next start recovers its logs instead of trusting them.
+        """
+        report = ShutdownReport({}, [])
         if not self._opened:
-            return
+            return report
         with self.lock:
             for log in self._logs.values():
-                log.flush()
-            self.checkpoints.write_all()
+                try:
+                    if log.offline:
+                        log.flush_for_shutdown()
+                    else:
+                        log.flush()
+                except (OSError, KafkaStorageError) as error:
+                    cause = error.__cause__ if isinstance(error.__cause__, OSError) else error
+                    what = "{}: {}".format(*describe_os_error(cause)) if isinstance(cause, OSError) else str(error)
+                    report.unsafe.setdefault(log.log_dir, f"fsync of {log.topic_partition} failed: {what}")
+            try:
+                self.checkpoints.write_all()
+            except KafkaStorageError:
+                pass  # every directory was tried; the failed ones are offline, reported below
             for log in self._logs.values():
-                log.close()
+                try:
+                    log.close()
+                except OSError:
+                    pass  # closing a descriptor of a failed disk: nothing left to lose
             for data_dir in self._dirs:
-                write_clean_shutdown(data_dir.path, data_dir.broker_epoch)
+                offline = self.failures.offline().get(data_dir.path)
+                if offline is None:
+                    try:
+                        with self.failures.guard(data_dir.path, "write of the clean-shutdown marker"):
+                            write_clean_shutdown(data_dir.path, data_dir.broker_epoch)
+                    except KafkaStorageError:
+                        offline = self.failures.offline().get(data_dir.path)
+                if offline is not None:
+                    report.warnings.append(f"{data_dir.path}: {offline.during} failed ({offline.error}); "
+                                           "its next start recovers its logs")
                 data_dir.lock.release()
             self._opened = False
+        return report
 
     # -- logs -------------------------------------------------------------------------------
     @property
     def data_dirs(self) -> list[Path]:
         return [d.path for d in self._dirs]
+
+    def offline_dirs(self) -> dict[Path, OfflineDir]:
+        """The directories taken offline by an I/O error since the engine started."""
+        return self.failures.offline()
 
     def had_clean_shutdown(self) -> dict[Path, bool]:
         """Per directory: whether Kafka's clean-shutdown marker was there at open (recovery skipped)."""
@@ -230,19 +309,26 @@ class LogManager:
                 tp = TopicPartition(topic, partition)
                 data_dir = self._least_loaded_dir()
                 directory = data_dir.path / tp.dir_name
-                directory.mkdir()
-                atomic_write(directory / TOPIC_CONFIG_FILE, format_properties(overrides))
-                log, report = load_log(directory, tp, config, clock=self.clock)
+                with self.failures.guard(data_dir.path, f"creation of {tp}"):
+                    directory.mkdir()
+                    atomic_write(directory / TOPIC_CONFIG_FILE, format_properties(overrides))
+                    log, report = load_log(directory, tp, config, clock=self.clock,
+                                           failure_channel=self.failures)
                 self._logs[tp] = log
                 self._log_dirs[tp] = data_dir
                 self.load_reports[tp] = report
                 self._topic_overrides.setdefault(topic, overrides)
 
     def _least_loaded_dir(self) -> DataDir:
-        counts = {id(d): 0 for d in self._dirs}
+        online = [d for d in self._dirs if not self.failures.is_offline(d.path)]
+        if not online:
+            raise KafkaStorageError("no online log directory to place a partition in: "
+                                    + "; ".join(o.describe() for o in self.failures.offline().values()))
+        counts = {id(d): 0 for d in online}
         for data_dir in self._log_dirs.values():
-            counts[id(data_dir)] += 1
-        return min(self._dirs, key=lambda d: counts[id(d)])
+            if id(data_dir) in counts:
+                counts[id(data_dir)] += 1
+        return min(online, key=lambda d: counts[id(d)])
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """Persist ``config`` beside every partition of ``topic`` and apply it to the open logs."""
@@ -250,7 +336,8 @@ class LogManager:
             current = self.describe_topic(topic)
             normalized = config.overrides_vs(self.default_log_config)
             for partition, directory in current.partitions.items():
-                atomic_write(directory / TOPIC_CONFIG_FILE, format_properties(normalized))
+                with self.failures.guard(directory.parent, f"config write of {topic}-{partition}"):
+                    atomic_write(directory / TOPIC_CONFIG_FILE, format_properties(normalized))
                 self._logs[TopicPartition(topic, partition)].update_config(config)
             self._topic_overrides[topic] = normalized
 
@@ -298,13 +385,15 @@ class LogManager:
         now = self.clock() if now_ms is None else now_ms
         flushed = []
         for tp, log in self.logs().items():
+            if log.offline:
+                continue
             if log.unflushed_messages() > 0 and now - log.last_flush_ms >= log.config.flush_ms:
                 log.flush()
                 flushed.append(tp)
         return flushed
 
     def delete_expired_segment_files(self, now_ms: int | None = None) -> int:
-        return sum(log.delete_expired_files(now_ms) for log in self.logs().values())
+        return sum(log.delete_expired_files(now_ms) for log in self.logs().values() if not log.offline)
 
 
 def open_log_manager(data_dirs: Sequence[Path | str], properties: Mapping[str, object] | None = None, *,
@@ -312,3 +401,17 @@ def open_log_manager(data_dirs: Sequence[Path | str], properties: Mapping[str, o
     """Build and open a manager; the usual entry point of tools and the server."""
     config = EngineConfig.from_properties(dict(properties or {}))
     return LogManager(data_dirs, config, create_missing=create_missing).open()
+
+
+@contextmanager
+def _refusing_start(path: Path, what: str) -> Iterator[None]:
+    """An I/O error while opening a directory refuses the start with one line saying what to do."""
+    try:
+        yield
+    except OSError as error:
+        name, reason = describe_os_error(error)
+        where = f" ({error.filename})" if error.filename else ""
+        raise LogDirError(
+            f"data directory {path}: cannot {what}: {name}: {reason}{where}; free space on it or make it "
+            "writable again, then start the engine again"
+        ) from None

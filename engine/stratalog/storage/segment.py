@@ -311,14 +311,15 @@ class LogSegment:
         self.time_index.flush()
 
     def close(self) -> None:
-        if self._max_timestamp is not None and self._max_timestamp >= 0:
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
-        self.offset_index.trim()
-        self.time_index.trim()
-        self.offset_index.close()
-        self.time_index.close()
-        self.log.trim()
-        self.log.close()
+        try:
+            if self._max_timestamp is not None and self._max_timestamp >= 0:
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp,
+                                             skip_full_check=True)
+            self.offset_index.trim()
+            self.time_index.trim()
+            self.log.trim()
+        finally:
+            self.close_files()  # a failed trim must not keep descriptors (and the disk) busy
 
     def close_files(self) -> None:
         """Release file descriptors without trimming (the segment is being thrown away)."""

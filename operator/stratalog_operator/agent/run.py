@@ -127,8 +127,8 @@ async def run_agent(options: AgentRunOptions) -> int:
             await loop.run_in_executor(None, runtime.shutdown)
         await loop.run_in_executor(None, state.shutdown_pools)
         if engine.ready:
-            await loop.run_in_executor(None, engine.stop)
-            logger.info("LogDir %s: stopped cleanly", options.logdir)
+            report = await loop.run_in_executor(None, engine.stop)
+            status = max(status, report.log(logger))
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     return status

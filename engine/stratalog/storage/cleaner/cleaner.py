@@ -237,9 +237,16 @@ class Cleaner:
     def _clean_group(self, log: Log, group: list[LogSegment], now_ms: int, round_upper_bound: int,
                      transactions: _Transactions, stats: CleanerStats) -> None:
         config = log.config
-        cleaned = LogSegment(log.dir, group[0].base_offset, index_interval_bytes=config.index_interval_bytes,
-                             max_index_size=config.segment_index_bytes, create=True, suffix=CLEANED_SUFFIX,
-                             now_ms=now_ms)
+        # As Kafka's cleaner: an I/O error writing the cleaned copy takes the directory offline.
+        with log.failures.guard(log.log_dir, f"cleaning of {log.topic_partition}"):
+            cleaned = LogSegment(log.dir, group[0].base_offset, index_interval_bytes=config.index_interval_bytes,
+                                 max_index_size=config.segment_index_bytes, create=True, suffix=CLEANED_SUFFIX,
+                                 now_ms=now_ms)
+            self._fill_and_swap(log, group, cleaned, now_ms, round_upper_bound, transactions, stats)
+
+    def _fill_and_swap(self, log: Log, group: list[LogSegment], cleaned: LogSegment, now_ms: int,
+                       round_upper_bound: int, transactions: _Transactions, stats: CleanerStats) -> None:
+        config = log.config
         try:
             for segment in group:
                 for info, data in segment.log.batches_with_data(0):
@@ -258,7 +265,10 @@ class Cleaner:
             crash_point("clean.before_swap")
             log.replace_segments(cleaned, group)
         except BaseException:
-            cleaned.delete_files()
+            try:
+                cleaned.delete_files()
+            except OSError:
+                pass  # a failed disk: the .cleaned files go at the next start (the loader removes them)
             raise
 
     def _filter_batch(self, info: BatchInfo, data: bytes, config: LogConfig, now_ms: int, round_upper_bound: int,

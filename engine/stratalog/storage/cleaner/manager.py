@@ -111,7 +111,7 @@ class LogCleaner:
         candidates = []
         ratios = {}
         for tp, log in self.manager.logs().items():
-            if not log.config.compact or tp in self._in_progress or tp in exclude:
+            if not log.config.compact or log.offline or tp in self._in_progress or tp in exclude:
                 continue
             if topic is not None and tp.topic != topic:
                 continue
@@ -152,7 +152,10 @@ class LogCleaner:
             logger.error("cleaning %s failed, marking it uncleanable: %s", tp, error)
             status.uncleanable_reason = str(error)
             return None
-        self.manager.checkpoints.set_cleaner_offset(tp, result.end_offset)
+        try:
+            self.manager.checkpoints.set_cleaner_offset(tp, result.end_offset)
+        except StratalogError as error:  # the swap is done; only the checkpoint's directory failed
+            logger.error("cleaned %s, but its cleaner checkpoint was not written: %s", tp, error)
         deletions: tuple[Deletion, ...] = ()
         if log.config.delete:
             deletions = tuple(delete_old_segments(log, now_ms))
