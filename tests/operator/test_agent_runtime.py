@@ -44,18 +44,19 @@ def test_volumes_report_capacity_usage_and_the_partitions_they_hold(engine: Engi
 
 def test_disk_pressure_is_raised_when_free_space_falls_under_the_threshold(engine: Engine) -> None:
     volume = {"name": "data-0", "capacityBytes": 100, "usedBytes": 95, "freeBytes": 5, "logBytes": 0, "partitions": 0}
-    [pressure, _, _] = agent(engine, disk_pressure_free_ratio=0.1).conditions([volume])
+    [pressure, *_] = agent(engine, disk_pressure_free_ratio=0.1).conditions([volume])
     assert pressure.type == "DiskPressure" and pressure.status is True and "data-0 (5.0% free)" in pressure.message
-    [relaxed, _, _] = agent(engine, disk_pressure_free_ratio=0.01).conditions([volume])
+    [relaxed, *_] = agent(engine, disk_pressure_free_ratio=0.01).conditions([volume])
     assert relaxed.status is False
 
 
 def test_checkpoints_are_stale_once_they_stop_for_three_intervals(engine: Engine) -> None:
     a = agent(engine)
-    [_, fresh, _] = a.conditions([])
+    [_, fresh, *_] = a.conditions([])
     assert fresh.type == "CheckpointStale" and fresh.status is False and "no checkpoint written yet" in fresh.message
+    assert fresh.reason == "NoCheckpointYet"   # a reason of its own: the first checkpoint is news worth a write
     a.write_checkpoints()
-    assert a.conditions([])[1].status is False
+    assert a.conditions([])[1].status is False and a.conditions([])[1].reason == "CheckpointsCurrent"
     engine.tasks["checkpoints"].last_run_ms = engine.clock() - 3_500   # three 1 s intervals missed
     stale = a.conditions([])[1]
     assert stale.status is True and stale.reason == "CheckpointsStopped"
@@ -107,3 +108,27 @@ def test_retention_is_unhealthy_while_its_last_check_failed(engine: Engine) -> N
     engine.tasks["retention"].last_error = "disk I/O error"
     failing = a.conditions([])[2]
     assert failing.status is False and failing.reason == "RetentionFailing" and "disk I/O error" in failing.message
+
+
+def test_a_data_directory_that_went_offline_is_named_in_the_logdir_condition(tmp_path: Path) -> None:
+    from filesystems import Tmpfs
+    from stratalog.common.errors import KafkaStorageError
+    from stratalog.records import Record, build_batch
+
+    small = Tmpfs(tmp_path / "small", size="1m")
+    engine = Engine([small.path, tmp_path / "data-1"], schedule=False).start()
+    try:
+        a = agent(engine)
+        assert a.conditions([])[-1].reason == "AllOnline"
+        TopicAdmin(engine.manager).ensure_partitions("t", [0, 1])
+        log = next(log for log in engine.manager.logs().values() if log.log_dir == small.path.resolve())
+        with pytest.raises(KafkaStorageError):
+            for _ in range(1000):   # until the disk is full
+                log.append(build_batch([Record(0, 0, b"k", b"x" * 8000)]))
+        online = a.conditions([])[-1]
+        assert online.type == "LogDirectoriesOnline" and online.status is False
+        assert online.reason == "LogDirectoryOffline"
+        assert str(small.path.resolve()) in online.message and "ENOSPC" in online.message
+    finally:
+        engine.stop()
+        small.unmount()

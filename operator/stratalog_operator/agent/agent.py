@@ -43,7 +43,7 @@ Json = dict[str, Any]
 Key = tuple[str, str]   # namespace, name
 
 
-AGENT_CONDITIONS = ("DiskPressure", "CheckpointStale", "RetentionHealthy")
+AGENT_CONDITIONS = ("DiskPressure", "CheckpointStale", "RetentionHealthy", "LogDirectoriesOnline")
 
 
 def agent_manager(logdir: str) -> str:
@@ -299,6 +299,14 @@ class Agent:
             conditions.append(Condition("RetentionHealthy", True, "NoFailures",
                                         "retention checks run every "
                                         f"{self.engine.config.log_retention_check_interval_ms / 1000:g}s"))
+        offline = self.engine.offline_dirs()
+        if offline:
+            # Kafka's offline log directory: named with its error; only a restart brings it back.
+            conditions.append(Condition("LogDirectoriesOnline", False, "LogDirectoryOffline",
+                                        "; ".join(o.describe() for o in offline.values())))
+        else:
+            conditions.append(Condition("LogDirectoriesOnline", True, "AllOnline",
+                                        "every data directory is online"))
         return conditions
 
     def _logdir_due(self, old: Mapping[str, Any], new: Mapping[str, Any], elapsed: float) -> bool:
