@@ -622,6 +622,30 @@ ENGINE_CONFIGS: Mapping[str, ConfigKey] = _index(
             "replica.high.watermark.checkpoint.interval.ms", _L, 5000,
             "Period of writing replication-offset-checkpoint (high watermarks).",
         ),
+        # Replication (Kafka's broker settings and defaults).
+        _engine(
+            "replica.lag.time.max.ms", _L, 30000,
+            "A follower that has not caught up with the leader's log end for this long leaves the ISR.",
+            minimum=1,
+        ),
+        _engine(
+            "replica.fetch.max.bytes", _I, 1048576,
+            "Bytes a follower asks for per partition in one fetch (a larger first batch is still sent).",
+            minimum=0,
+        ),
+        _engine(
+            "replica.fetch.wait.max.ms", _I, 500,
+            "How long the leader holds a follower's fetch that finds less than replica.fetch.min.bytes.",
+            minimum=0,
+        ),
+        _engine(
+            "replica.fetch.min.bytes", _I, 1,
+            "Bytes a follower's fetch waits for before the leader answers.", minimum=1,
+        ),
+        _engine(
+            "request.timeout.ms", _I, 30000,
+            "How long an acks=all produce waits for the high watermark to pass it.", minimum=0,
+        ),
         _same_as_topic("message.max.bytes", "max.message.bytes"),
         # Broker defaults of topic configs (Kafka's server synonyms).
         _same_as_topic("log.cleanup.policy", "cleanup.policy"),
@@ -880,6 +904,11 @@ class EngineConfig:
     log_cleaner_backoff_ms: int
     log_cleaner_io_max_bytes_per_second: float
     replica_high_watermark_checkpoint_interval_ms: int
+    replica_lag_time_max_ms: int
+    replica_fetch_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    request_timeout_ms: int
     message_max_bytes: int
     log_cleanup_policy: frozenset[str]
     log_retention_ms: int | None

@@ -118,3 +118,44 @@ class KafkaStorageError(StratalogError):
     """
 
     code = "KAFKA_STORAGE_ERROR"
+
+
+# -- replication (Kafka's names) ----------------------------------------------------------------
+class NotLeaderOrFollowerError(StratalogError):
+    """This replica is not the partition's leader (produce) or not a replica at all."""
+
+    code = "NOT_LEADER_OR_FOLLOWER"
+
+
+class FencedLeaderEpochError(StratalogError):
+    """The request's leader epoch is older than this replica's: its sender missed a leader change."""
+
+    code = "FENCED_LEADER_EPOCH"
+
+
+class UnknownLeaderEpochError(StratalogError):
+    """The request's leader epoch is newer than this replica's: this replica has not heard of it yet."""
+
+    code = "UNKNOWN_LEADER_EPOCH"
+
+
+class NotEnoughReplicasError(StratalogError):
+    """acks=all with fewer in-sync replicas than ``min.insync.replicas``: refused before the append."""
+
+    code = "NOT_ENOUGH_REPLICAS"
+
+
+class NotEnoughReplicasAfterAppendError(StratalogError):
+    """Appended, but the ISR shrank below ``min.insync.replicas`` before the high watermark passed it."""
+
+    code = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+
+
+class InvalidUpdateVersionError(StratalogError):
+    """An ISR change proposed against a partition epoch that is no longer current (AlterPartition)."""
+
+    code = "INVALID_UPDATE_VERSION"
+
+
+class RequestTimedOutError(StratalogError):
+    code = "REQUEST_TIMED_OUT"

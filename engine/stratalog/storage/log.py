@@ -50,6 +50,7 @@ from stratalog.records import (
     parse_header,
     parse_legacy_entry,
     set_offsets_in_place,
+    validate_batch,
 )
 from stratalog.storage.segment import LogSegment, RollParams, SegmentSlice
 from stratalog.storage.validation import ValidatedBatch, validate_leader_batch
@@ -143,6 +144,9 @@ class Log:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.high_watermark = self.log_end_offset
+        # A log that is its partition's only replica: the high watermark follows the log end.
+        # Replication (stratalog.broker.partition) turns this off and moves it by the ISR's LEOs.
+        self.hw_follows_leo = True
         self.last_flush_ms = clock()
         self._unflushed_new_segment = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -274,7 +278,8 @@ class Log:
         segment = self._maybe_roll(len(data), validated.max_timestamp, last_offset, now)
         segment.append(last_offset, validated.max_timestamp, last_offset, data)
         self.epoch_cache.assign(self.leader_epoch, first_offset)
-        self.high_watermark = last_offset + 1
+        if self.hw_follows_leo:
+            self.high_watermark = last_offset + 1
         if last_offset + 1 - self.recovery_point >= self.config.flush_messages:
             self.flush()
         return AppendInfo(first_offset, last_offset, validated.max_timestamp, validated.log_append_time,
@@ -293,7 +298,41 @@ class Log:
                 segment = self._maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
                                            first_offset=info.base_offset)
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
-            self.high_watermark = self.log_end_offset
+            if self.hw_follows_leo:
+                self.high_watermark = self.log_end_offset
+
+    def append_as_follower(self, data: bytes) -> int:
+        """Append a leader's whole batches as they are: its offsets, its batch leader epochs.
+
+        Each batch is checked whole (CRC) before anything is written; offsets must not go back
+        (a gap is fine: the leader's log may have been compacted). The leader-epoch cache learns
+        every epoch it sees. Returns the new log end offset.
+        """
+        batches = list(_split_batches(data))
+        end = self.log_end_offset
+        for info, batch in batches:
+            if info.base_offset < end:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: replicated batch at offset {info.base_offset} is below the "
+                    f"follower's log end offset {end}")
+            if info.magic >= 2:
+                validate_batch(batch, source=f"replicated batch of {self.topic_partition}")
+            end = info.last_offset + 1
+        with self.lock, self.failures.guard(self.log_dir, f"replicated append to {self.topic_partition}"):
+            self._check_open()
+            for info, batch in batches:
+                segment = self._maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
+                                           first_offset=info.base_offset)
+                segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
+                if info.magic >= 2:
+                    self.epoch_cache.assign(parse_header(batch).partition_leader_epoch, info.base_offset)
+            return self.log_end_offset
+
+    def set_high_watermark(self, offset: int) -> int:
+        """Move the high watermark to ``offset`` clamped to [log start, log end]; returns where it is."""
+        with self.lock:
+            self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+            return self.high_watermark
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int,
                     first_offset: int | None = None) -> LogSegment:

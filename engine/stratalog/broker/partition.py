@@ -1,0 +1,313 @@
+"""One replica of a replicated partition (Kafka's ``Partition``): leader or follower, by the controller's word.
+
+As leader it appends producers' batches under its leader epoch, answers followers' fetches
+(their fetch offset is their acknowledgement), moves the high watermark by the ISR's LEOs,
+proposes ISR changes to the controller and fences requests from older epochs. As follower it
+appends the leader's batches as they are, truncates where its log diverged from the leader's
+(by leader epoch, KIP-101/KIP-320, never simply to its high watermark: seed 004's data-loss
+scenario), and takes its high watermark and log start offset from the leader.
+
+The decisions are ``replica_state``'s pure functions; this class holds the state, applies the
+decisions to the log and talks to the controller. Transport-free: the engine's service carries
+fetches between replicas, and a test can call these methods directly.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from stratalog.broker.controller import Controller
+from stratalog.broker.replica_state import (
+    LeaderView,
+    PartitionState,
+    RemoteReplica,
+    fresh_remotes,
+    isr_to_add,
+    isr_to_drop,
+    new_high_watermark,
+)
+from stratalog.common.errors import (
+    FencedLeaderEpochError,
+    InvalidUpdateVersionError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+)
+from stratalog.storage.log import AppendInfo, Log
+
+Clock = Callable[[], int]
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetch:
+    """A follower's fetch (Kafka's FetchRequest from a replica, with KIP-320's last fetched epoch)."""
+
+    replica_id: int
+    fetch_offset: int
+    last_fetched_epoch: int      # -1: the follower's log has no epoch yet
+    current_leader_epoch: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchResult:
+    data: bytes                  # whole batches, as the leader wrote them
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    diverging_epoch: tuple[int, int] | None = None   # (epoch, end offset): truncate, then fetch again
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """What a follower did with a diverging epoch: where it cut, and whether it must ask again."""
+
+    truncated_to: int
+    complete: bool
+
+
+class Partition:
+    def __init__(self, log: Log, local_id: int, controller: Controller, *, clock: Clock,
+                 replica_lag_time_max_ms: int = 30_000, high_watermark: int | None = None) -> None:
+        self.log = log
+        self.local_id = local_id
+        self.controller = controller
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.state: PartitionState | None = None
+        self.remotes: dict[int, RemoteReplica] = {}
+        self.pending_isr: tuple[int, ...] | None = None
+        self.leader_epoch_start_offset = 0
+        self.lock = threading.RLock()
+        # From here the high watermark is the ISR's business, not the log end's.
+        log.hw_follows_leo = False
+        log.set_high_watermark(high_watermark if high_watermark is not None else 0)
+
+    # -- state from the controller ----------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return self.state is not None and self.state.leader == self.local_id
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.log.config.min_insync_replicas
+
+    def apply_state(self, state: PartitionState) -> None:
+        """Take the controller's state: become leader, follower, or just learn a new ISR."""
+        with self.lock:
+            current = self.state
+            if current is not None and (state.leader_epoch < current.leader_epoch or
+                                        (state.leader_epoch == current.leader_epoch
+                                         and state.partition_epoch < current.partition_epoch)):
+                return  # older than what we know: a late message, ignored as Kafka does
+            new_leadership = current is None or state.leader_epoch != current.leader_epoch
+            self.state = state
+            if state.leader == self.local_id and new_leadership:
+                self._become_leader(state)
+            elif state.leader != self.local_id:
+                self.remotes = {}
+                self.pending_isr = None
+                self.log.leader_epoch = state.leader_epoch
+            else:
+                if self.pending_isr is not None and set(state.isr) == set(self.pending_isr):
+                    self.pending_isr = None
+                self._maybe_advance_high_watermark()
+
+    def _become_leader(self, state: PartitionState) -> None:
+        # Kafka's makeLeader: the new epoch starts at our log end; every follower's LEO is unknown.
+        log = self.log
+        log.leader_epoch = state.leader_epoch
+        log.epoch_cache.assign(state.leader_epoch, log.log_end_offset)
+        self.leader_epoch_start_offset = log.log_end_offset
+        self.remotes = fresh_remotes(state, self.local_id, self.clock())
+        self.pending_isr = None
+        self._maybe_advance_high_watermark()
+
+    def _view(self) -> LeaderView:
+        assert self.state is not None
+        return LeaderView(self.local_id, self.state, self.log.log_end_offset, self.log.high_watermark,
+                          self.leader_epoch_start_offset, self.min_insync_replicas, self.remotes, self.pending_isr)
+
+    def _require_leader(self, what: str) -> PartitionState:
+        state = self.state
+        if state is None or state.leader != self.local_id:
+            leader = "none" if state is None or state.leader < 0 else f"replica {state.leader}"
+            raise NotLeaderOrFollowerError(
+                f"{what} {self.log.topic_partition}: replica {self.local_id} is not its leader (leader: {leader})")
+        return state
+
+    def _check_epoch(self, epoch: int, what: str) -> None:
+        assert self.state is not None
+        if epoch < 0:
+            return  # a client that does not track epochs
+        if epoch < self.state.leader_epoch:
+            raise FencedLeaderEpochError(f"{what} {self.log.topic_partition}: leader epoch {epoch} is older than "
+                                         f"the current {self.state.leader_epoch}")
+        if epoch > self.state.leader_epoch:
+            raise UnknownLeaderEpochError(f"{what} {self.log.topic_partition}: leader epoch {epoch} is newer than "
+                                          f"this replica's {self.state.leader_epoch}")
+
+    # -- leader: produce --------------------------------------------------------------------
+    def append_as_leader(self, batches: Sequence[bytes | bytearray], *, required_acks: int = 1,
+                         leader_epoch: int = -1) -> list[AppendInfo]:
+        """Append producers' batches; ``acks=all`` is refused up front when the ISR is too small."""
+        with self.lock:
+            state = self._require_leader("produce to")
+            self._check_epoch(leader_epoch, "produce to")
+            if required_acks == -1 and len(state.isr) < self.min_insync_replicas:
+                raise NotEnoughReplicasError(
+                    f"produce to {self.log.topic_partition}: the ISR {list(state.isr)} is smaller than "
+                    f"min.insync.replicas={self.min_insync_replicas}")
+            infos = self.log.append_batches(batches)
+            self._maybe_advance_high_watermark()
+            return infos
+
+    def acks_all_complete(self, last_offset: int, leader_epoch: int) -> bool:
+        """Whether an acks=all append ending at ``last_offset`` under ``leader_epoch`` is committed now.
+
+        A leader that has been replaced can never acknowledge it; one whose ISR fell below
+        min.insync.replicas refuses it (Kafka's DelayedProduce).
+        """
+        with self.lock:
+            state = self.state
+            if state is None or state.leader != self.local_id or state.leader_epoch != leader_epoch:
+                raise NotLeaderOrFollowerError(
+                    f"produce to {self.log.topic_partition}: leadership moved (epoch {leader_epoch} is over) before "
+                    "the in-sync replicas had the batch; it may or may not survive")
+            if self.log.high_watermark <= last_offset:
+                return False
+            if len(state.isr) < self.min_insync_replicas:
+                raise NotEnoughReplicasAfterAppendError(
+                    f"produce to {self.log.topic_partition}: appended, but the ISR {list(state.isr)} fell below "
+                    f"min.insync.replicas={self.min_insync_replicas}")
+            return True
+
+    # -- leader: followers' fetches ---------------------------------------------------------
+    def fetch_for_follower(self, fetch: ReplicaFetch) -> ReplicaFetchResult:
+        with self.lock:
+            state = self._require_leader("replica fetch from")
+            self._check_epoch(fetch.current_leader_epoch, "replica fetch from")
+            if fetch.replica_id not in state.replicas or fetch.replica_id == self.local_id:
+                raise NotLeaderOrFollowerError(
+                    f"replica fetch from {self.log.topic_partition}: {fetch.replica_id} is not a follower of it")
+            log = self.log
+            diverging = self._diverging_epoch(fetch)
+            if diverging is not None:  # KIP-320: no data, no acknowledgement, until it truncates
+                return ReplicaFetchResult(b"", log.high_watermark, log.log_start_offset, log.log_end_offset, diverging)
+            if not log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"replica fetch from {log.topic_partition}: offset {fetch.fetch_offset} is outside "
+                    f"[{log.log_start_offset}, {log.log_end_offset}]")
+            now = self.clock()
+            previous = self.remotes.get(fetch.replica_id) or RemoteReplica(fetch.replica_id)
+            self.remotes[fetch.replica_id] = previous.after_fetch(fetch.fetch_offset, log.log_end_offset, now)
+            self._maybe_expand_isr()
+            self._maybe_advance_high_watermark()
+            read = log.read(fetch.fetch_offset, fetch.max_bytes, up_to_log_end=True)
+            return ReplicaFetchResult(read.data, log.high_watermark, log.log_start_offset, log.log_end_offset)
+
+    def _diverging_epoch(self, fetch: ReplicaFetch) -> tuple[int, int] | None:
+        if fetch.last_fetched_epoch < 0:
+            return None
+        end = self.log.epoch_cache.end_offset_for(fetch.last_fetched_epoch, self.log.log_end_offset)
+        if end is None:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        epoch, end_offset = end
+        if epoch < fetch.last_fetched_epoch or end_offset < fetch.fetch_offset:
+            return epoch, end_offset
+        return None
+
+    def _maybe_advance_high_watermark(self) -> None:
+        if self.state is None or self.state.leader != self.local_id:
+            return
+        target = new_high_watermark(self._view())
+        if target is not None:
+            self.log.set_high_watermark(target)
+
+    def _maybe_expand_isr(self) -> None:
+        joining = isr_to_add(self._view())
+        if joining:
+            assert self.state is not None
+            self._propose(tuple(self.state.isr) + tuple(sorted(joining)))
+
+    def maybe_shrink_isr(self) -> frozenset[int]:
+        """Drop followers that fell behind for ``replica.lag.time.max.ms`` (once the controller commits)."""
+        with self.lock:
+            if not self.is_leader or self.pending_isr is not None:
+                return frozenset()
+            lagging = isr_to_drop(self._view(), self.clock(), self.replica_lag_time_max_ms)
+            if lagging:
+                assert self.state is not None
+                self._propose(tuple(r for r in self.state.isr if r not in lagging))
+            return lagging
+
+    def _propose(self, isr: tuple[int, ...]) -> None:
+        """AlterPartition: additions count for the HW at once, removals only once committed."""
+        state = self.state
+        assert state is not None
+        self.pending_isr = isr
+        try:
+            committed = self.controller.alter_partition(self.log.topic_partition, self.local_id,
+                                                        state.leader_epoch, isr, state.partition_epoch)
+        except (InvalidUpdateVersionError, FencedLeaderEpochError):
+            self.pending_isr = None  # stale: the controller's newer state is on its way to us
+            return
+        self.apply_state(committed)
+        self.pending_isr = None
+
+    # -- follower ----------------------------------------------------------------------------
+    def next_fetch(self, max_bytes: int) -> ReplicaFetch:
+        with self.lock:
+            assert self.state is not None
+            latest = self.log.epoch_cache.latest_epoch()
+            return ReplicaFetch(self.local_id, self.log.log_end_offset, -1 if latest is None else latest,
+                                self.state.leader_epoch, max_bytes)
+
+    def apply_fetch(self, result: ReplicaFetchResult) -> Truncation | None:
+        """A follower takes the leader's answer: truncate on divergence, or append and follow its marks."""
+        with self.lock:
+            if self.is_leader:
+                raise NotLeaderOrFollowerError(f"{self.log.topic_partition}: a leader does not apply replica fetches")
+            if result.diverging_epoch is not None:
+                return self._truncate_on_divergence(*result.diverging_epoch)
+            log = self.log
+            if result.data:
+                log.append_as_follower(result.data)
+            log.set_high_watermark(min(result.high_watermark, log.log_end_offset))
+            if result.log_start_offset > log.log_start_offset:
+                log.advance_log_start_offset(result.log_start_offset)
+            return None
+
+    def _truncate_on_divergence(self, leader_epoch: int, leader_end_offset: int) -> Truncation:
+        """§5 of the storage reference, as Kafka's ``getOffsetTruncationState``."""
+        log = self.log
+        leo = log.log_end_offset
+        if leader_end_offset == UNDEFINED_OFFSET:  # the leader knows no such epoch: the HW is all we trust
+            target, complete = log.high_watermark, True
+        else:
+            mine = log.epoch_cache.end_offset_for(leader_epoch, leo)
+            if mine is None:
+                target, complete = min(leader_end_offset, leo), True
+            elif mine[0] != leader_epoch:
+                # We never saw the leader's epoch: cut to the end of our last epoch below it, ask again.
+                target, complete = min(mine[1], leo), False
+            else:
+                target, complete = min(mine[1], leader_end_offset, leo), True
+        log.truncate_to(target)
+        return Truncation(target, complete)
+
+    def handle_out_of_range(self, leader_log_start: int, leader_log_end: int) -> int:
+        """After an unclean election: our log runs past the leader's, or ends before its start."""
+        with self.lock:
+            log = self.log
+            if log.log_end_offset > leader_log_end:
+                log.truncate_to(leader_log_end)
+            elif log.log_end_offset < leader_log_start:
+                log.truncate_fully_and_start_at(leader_log_start)
+            return log.log_end_offset

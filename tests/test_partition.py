@@ -1,0 +1,388 @@
+"""The replicated partition as Kafka's PartitionTest checks it: real logs, a fake clock, the
+in-process controller, and fetches carried by direct calls (the transport is not the subject).
+
+Seed 004's worked example and its data-loss scenario come first, then the rules one by one:
+the high watermark, ISR expansion and shrinking in time, the strict min ISR, fencing by epoch,
+and each truncation case of the storage reference's §5.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import Clock
+from stratalog.broker.controller import InProcessController
+from stratalog.broker.partition import Partition, ReplicaFetch
+from stratalog.broker.replica_state import LeaderView, PartitionState, RemoteReplica, isr_to_add
+from stratalog.common.config import LogConfig
+from stratalog.common.errors import (
+    FencedLeaderEpochError,
+    InvalidUpdateVersionError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+)
+from stratalog.common.names import TopicPartition
+from stratalog.records import Record, build_batch, decode_records, iter_batch_infos
+from stratalog.storage.loader import load_log
+from stratalog.storage.log import Log
+
+TP = TopicPartition("t", 0)
+LAG_MS = 30_000
+
+
+class Cluster:
+    """Replicas 0, 1, 2 (as many as asked) of one partition, each its own log directory."""
+
+    def __init__(self, root: Path, clock: Clock, replicas: int = 2, **config: object) -> None:
+        self.root = root
+        self.clock = clock
+        self.config = LogConfig.from_overrides({k.replace("_", "."): v for k, v in config.items()})
+        self.controller = InProcessController()
+        self.partitions = {r: self._open(r) for r in range(replicas)}
+        self.controller.subscribe(lambda tp, state: [p.apply_state(state) for p in self.partitions.values()])
+        self.controller.create(TP, tuple(range(replicas)))
+
+    def _open(self, replica: int, high_watermark: int | None = None) -> Partition:
+        directory = self.root / f"broker-{replica}" / "t-0"
+        directory.mkdir(parents=True, exist_ok=True)
+        log, _ = load_log(directory, TP, self.config, clock=self.clock)
+        return Partition(log, replica, self.controller, clock=self.clock, replica_lag_time_max_ms=LAG_MS,
+                         high_watermark=high_watermark)
+
+    def restart(self, replica: int) -> Partition:
+        """The replica's process dies and comes back: its log reopened, its HW from the checkpoint."""
+        old = self.partitions[replica]
+        hw = old.log.high_watermark
+        old.log.close()
+        partition = self.partitions[replica] = self._open(replica, high_watermark=hw)
+        partition.apply_state(self.controller.state(TP))
+        return partition
+
+    def log(self, replica: int) -> Log:
+        return self.partitions[replica].log
+
+    def produce(self, leader: int, *values: bytes, acks: int = -1) -> int:
+        infos = self.partitions[leader].append_as_leader(
+            [build_batch([Record(0, self.clock.now, b"k", v)]) for v in values], required_acks=acks)
+        return infos[-1].last_offset
+
+    def fetch(self, follower: int, leader: int) -> None:
+        """One fetch round of ``follower``: request, the leader's answer, the follower applies it."""
+        f = self.partitions[follower]
+        result = self.partitions[leader].fetch_for_follower(f.next_fetch(1 << 20))
+        f.apply_fetch(result)
+
+    def values(self, replica: int) -> list[bytes | None]:
+        log = self.log(replica)
+        return [r.value for r in log.read_records(log.log_start_offset)] if log.high_watermark else []
+
+
+def offsets(log: Log) -> tuple[int, int]:
+    return log.log_end_offset, log.high_watermark
+
+
+# -- seed 004 ------------------------------------------------------------------------------------
+def test_seed_004_the_high_watermark_reaches_1_only_on_the_second_fetch(tmp_path, clock):
+    c = Cluster(tmp_path, clock)
+    leader, follower = c.partitions[0], c.partitions[1]
+    # Initially: every LEO and HW 0; the leader does not know the follower's LEO until it fetches
+    # (Kafka's UnknownOffset, -1; the seed simplifies it to 0).
+    assert offsets(leader.log) == (0, 0) and offsets(follower.log) == (0, 0)
+    assert leader.remotes[1].log_end_offset == -1
+    # The producer sends one message: leader LEO 1; HW stays 0 (the remote LEO is not 1).
+    c.produce(0, b"m0", acks=1)
+    assert offsets(leader.log) == (1, 0)
+    # First fetch (offset 0): remote LEO 0, HW 0; the follower writes (LEO 1), HW min(1, 0) = 0.
+    c.fetch(1, 0)
+    assert leader.remotes[1].log_end_offset == 0
+    assert offsets(leader.log) == (1, 0) and offsets(follower.log) == (1, 0)
+    # Second fetch (offset 1): remote LEO 1, leader HW 1; no data; the follower's HW becomes 1.
+    c.fetch(1, 0)
+    assert leader.remotes[1].log_end_offset == 1
+    assert offsets(leader.log) == (1, 1) and offsets(follower.log) == (1, 1)
+
+
+def old_rule_restart(log: Log) -> None:
+    """The pre-0.11 rule: a restarting follower truncates its log to its high watermark."""
+    log.truncate_to(log.high_watermark)
+
+
+def log_values(log: Log) -> list[bytes | None]:
+    """Every record in the log, committed or not (up to the log end)."""
+    data = log.read(log.log_start_offset, 1 << 30, up_to_log_end=True).data
+    return [r.value for _, batch in _batches(data) for r in decode_records(batch)]
+
+
+def _batches(data: bytes):
+    for info in iter_batch_infos(data):
+        yield info, data[info.position : info.position + info.size]
+
+
+def test_seed_004_a_leader_change_with_a_lagging_follower_hw_loses_nothing_by_epoch_truncation(tmp_path, clock):
+    # min.insync.replicas=1; A (0) leads, B (1) follows. B's fetch that tells A it has m1 moves
+    # A's HW to 2, but B dies before it reads the answer: its HW stays 1. B restarts, A dies,
+    # B is elected, A comes back as B's follower.
+    outcomes = {}
+    for rule in ("old", "epoch"):
+        c = Cluster(tmp_path / rule, clock, min_insync_replicas=1)
+        c.produce(0, b"m0", acks=1)
+        c.fetch(1, 0)
+        c.fetch(1, 0)
+        c.produce(0, b"m1", acks=1)     # acknowledged: min.insync.replicas=1
+        c.fetch(1, 0)
+        c.partitions[0].fetch_for_follower(c.partitions[1].next_fetch(1 << 20))   # B dies before the answer
+        assert offsets(c.log(0)) == (2, 2) and offsets(c.log(1)) == (2, 1)
+        b = c.restart(1)
+        if rule == "old":
+            old_rule_restart(b.log)     # the model of Kafka before 0.11
+        c.controller.fence(TP, 0)      # A dies; B, the next ISR member, leads epoch 1
+        assert b.is_leader
+        a = c.restart(0)               # A comes back as B's follower
+        for _ in range(3):
+            c.fetch(0, 1)
+        outcomes[rule] = (log_values(b.log), log_values(a.log))
+    assert outcomes["old"] == ([b"m0"], [b"m0"]), "the model of the old rule loses the acknowledged m1"
+    assert outcomes["epoch"] == ([b"m0", b"m1"], [b"m0", b"m1"])
+
+
+# -- the high watermark ----------------------------------------------------------------------------
+def test_the_high_watermark_is_the_smallest_isr_leo_and_never_moves_back(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=3)
+    c.produce(0, b"a", b"b", b"c", acks=1)
+    c.fetch(1, 0)
+    c.fetch(2, 0)
+    c.fetch(1, 0)              # 1 has 3, 2 has 3 but the leader only knows 2's LEO as 0
+    assert c.log(0).high_watermark == 0
+    c.fetch(2, 0)
+    assert c.log(0).high_watermark == 3
+    c.log(2).truncate_to(1)    # a follower that loses data does not pull the HW back
+    c.fetch(2, 0)
+    assert c.log(0).high_watermark == 3
+
+
+def test_under_min_isr_the_high_watermark_stands_still_and_acks_all_is_refused(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=3, min_insync_replicas=2)
+    c.controller.alter_partition(TP, 0, 0, (0,), 0)    # the followers are out
+    with pytest.raises(NotEnoughReplicasError, match="min.insync.replicas=2"):
+        c.produce(0, b"x", acks=-1)
+    c.produce(0, b"y", acks=1)                          # acks=1 is still taken
+    assert c.log(0).high_watermark == 0                 # but nothing is committed below min ISR
+    c.fetch(1, 0)                                       # 1 catches up and rejoins
+    assert set(c.controller.state(TP).isr) == {0, 1}
+    c.fetch(1, 0)
+    assert c.log(0).high_watermark == 1
+
+
+# -- the ISR in time -----------------------------------------------------------------------------------
+def test_a_follower_joins_the_isr_once_it_reaches_the_hw_and_the_start_of_the_leader_epoch(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=3)
+    c.controller.alter_partition(TP, 0, 0, (0, 1), 0)   # 2 is out
+    c.produce(0, b"a", b"b", acks=1)
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    assert c.log(0).high_watermark == 2
+    c.controller.elect(TP, 1)                           # epoch 1 starts at 2 on replica 1
+    c.produce(1, b"c", acks=1)
+    c.fetch(2, 1)                                       # its fetch offset 0 is below the HW 2
+    assert 2 not in c.controller.state(TP).isr
+    c.fetch(2, 1)                                       # offset 3: at the HW and past the epoch start
+    assert 2 in c.controller.state(TP).isr
+
+
+def test_joining_needs_both_the_high_watermark_and_the_start_of_the_current_leader_epoch():
+    state = PartitionState((0, 1, 2), 0, 1, (0, 1), 5)
+    def view(follower_leo: int) -> LeaderView:
+        return LeaderView(0, state, log_end_offset=4, high_watermark=1, leader_epoch_start_offset=2,
+                          min_insync_replicas=1, remotes={2: RemoteReplica(2, follower_leo)})
+    assert isr_to_add(view(0)) == frozenset()        # below the HW
+    assert isr_to_add(view(1)) == frozenset()        # at the HW, but before this leader's first offset
+    assert isr_to_add(view(2)) == frozenset({2})
+
+
+def test_a_follower_that_keeps_fetching_but_falls_further_behind_leaves_the_isr(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=2)
+    leader, follower = c.partitions[0], c.partitions[1]
+    c.produce(0, b"a", acks=1)
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    dropped = []
+    for _ in range(4):  # three batches a round, the follower takes one (max_bytes 1: one batch)
+        clock.now += 10_000
+        c.produce(0, b"x", b"y", b"z", acks=1)
+        follower.apply_fetch(leader.fetch_for_follower(follower.next_fetch(1)))
+        dropped.append(leader.maybe_shrink_isr())
+    assert dropped == [frozenset(), frozenset(), frozenset(), frozenset({1})]
+
+
+def test_a_follower_that_does_not_catch_up_for_the_lag_time_leaves_the_isr_and_one_that_keeps_pace_stays(
+        tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=3)
+    leader = c.partitions[0]
+    c.produce(0, b"a", acks=1)
+    c.fetch(1, 0)
+    c.fetch(2, 0)
+    dropped = []
+    for _ in range(4):   # a steady stream: 1 fetches after every append (always a bit behind), 2 never
+        clock.now += 10_000
+        c.produce(0, b"more", acks=1)
+        c.fetch(1, 0)
+        dropped.append(leader.maybe_shrink_isr())
+    # 2 was last caught up at t=0: out once more than 30 s have passed (the fourth round, 40 s).
+    assert dropped == [frozenset(), frozenset(), frozenset(), frozenset({2})]
+    assert c.controller.state(TP).isr == (0, 1)
+
+
+def test_the_lag_clock_starts_at_the_last_catch_up(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=2)
+    leader = c.partitions[0]
+    c.produce(0, b"a", acks=1)
+    c.fetch(1, 0)
+    c.fetch(1, 0)                       # caught up at t0
+    c.produce(0, b"b", acks=1)
+    clock.now += LAG_MS
+    assert leader.maybe_shrink_isr() == frozenset()      # exactly the lag time: still in
+    clock.now += 1
+    assert leader.maybe_shrink_isr() == frozenset({1})   # one ms more: out
+    assert c.controller.state(TP).isr == (0,)
+
+
+# -- fencing ------------------------------------------------------------------------------------------
+def test_requests_with_another_leader_epoch_are_fenced(tmp_path, clock):
+    c = Cluster(tmp_path, clock)
+    c.controller.elect(TP, 1)
+    c.controller.elect(TP, 0)           # epoch 2, replica 0 again
+    leader = c.partitions[0]
+    batch = build_batch([Record(0, clock.now, b"k", b"v")])
+    with pytest.raises(FencedLeaderEpochError):
+        leader.append_as_leader([batch], leader_epoch=1)
+    with pytest.raises(UnknownLeaderEpochError):
+        leader.append_as_leader([batch], leader_epoch=3)
+    with pytest.raises(FencedLeaderEpochError):
+        leader.fetch_for_follower(ReplicaFetch(1, 0, -1, 1, 1 << 20))
+    with pytest.raises(NotLeaderOrFollowerError):
+        c.partitions[1].append_as_leader([batch])
+
+
+def test_a_replaced_leader_can_never_acknowledge_acks_all(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=2)
+    last = c.produce(0, b"pending", acks=-1)
+    assert not c.partitions[0].acks_all_complete(last, 0)
+    c.controller.elect(TP, 1)           # replaced before the follower fetched it
+    with pytest.raises(NotLeaderOrFollowerError, match="leadership moved"):
+        c.partitions[0].acks_all_complete(last, 0)
+
+
+def test_acks_all_completes_once_the_hw_passes_and_fails_if_the_isr_fell_below_min(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=3, min_insync_replicas=2)
+    last = c.produce(0, b"x", acks=-1)
+    c.fetch(1, 0)
+    c.fetch(2, 0)
+    c.fetch(1, 0)
+    c.fetch(2, 0)
+    assert c.partitions[0].acks_all_complete(last, 0)
+    last = c.produce(0, b"y", acks=-1)
+    c.fetch(1, 0)
+    c.fetch(2, 0)
+    c.fetch(1, 0)
+    c.fetch(2, 0)
+    c.controller.alter_partition(TP, 0, 0, (0,), c.controller.state(TP).partition_epoch)
+    with pytest.raises(NotEnoughReplicasAfterAppendError):
+        c.partitions[0].acks_all_complete(last, 0)
+
+
+def test_an_isr_change_against_an_old_partition_epoch_is_refused(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=3)
+    c.controller.alter_partition(TP, 0, 0, (0, 1), 0)
+    with pytest.raises(InvalidUpdateVersionError, match="partition epoch 0"):
+        c.controller.alter_partition(TP, 0, 0, (0,), 0)
+    with pytest.raises(FencedLeaderEpochError):
+        c.controller.alter_partition(TP, 1, 0, (0, 1), 1)
+
+
+# -- truncation (§5) --------------------------------------------------------------------------------------
+def test_a_follower_truncates_to_the_leaders_end_of_the_epoch_where_they_diverged(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    c.produce(0, b"a", b"b", acks=1)
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    c.produce(0, b"only on 0", acks=1)            # epoch 0 ends at 3 on replica 0 only
+    c.controller.elect(TP, 1)                     # unreplicated m2 is not acknowledged
+    c.produce(1, b"c", b"d", acks=1)              # epoch 1 starts at 2 on replica 1
+    a = c.partitions[0]
+    result = c.partitions[1].fetch_for_follower(a.next_fetch(1 << 20))
+    assert result.diverging_epoch == (0, 2)       # epoch 0 ends at 2 on the leader
+    truncation = a.apply_fetch(result)
+    assert truncation is not None and truncation.truncated_to == 2 and truncation.complete
+    c.fetch(0, 1)
+    c.fetch(0, 1)
+    assert [r.value for r in a.log.read_records(0)] == [b"a", b"b", b"c", b"d"]
+    assert a.log.epoch_cache.entries == c.log(1).epoch_cache.entries == [(0, 0), (1, 2)]
+
+
+def test_a_follower_that_never_saw_the_leaders_epoch_cuts_to_its_own_last_epoch_below_it_and_asks_again(
+        tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    follower = c.partitions[1]
+    log = follower.log
+    for epoch, values in ((0, [b"a", b"b"]), (2, [b"c", b"d", b"e"])):   # epochs 0 and 2, never 1
+        log.leader_epoch = epoch
+        log.append_batches([build_batch([Record(0, clock.now, b"k", v)]) for v in values])
+    assert log.epoch_cache.entries == [(0, 0), (2, 2)]
+    # The leader says: your last epoch diverges; my epoch 1 ends at 4. 1 is unknown here: cut to
+    # the end of epoch 0 (the largest below 1), 2, and ask again with epoch 0.
+    truncation = follower._truncate_on_divergence(1, 4)
+    assert truncation.truncated_to == 2 and truncation.complete is False
+    assert log.log_end_offset == 2 and log.epoch_cache.entries == [(0, 0)]
+    assert follower.next_fetch(1 << 20).last_fetched_epoch == 0
+
+
+def test_an_undefined_epoch_from_the_leader_truncates_to_the_high_watermark(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    c.produce(0, b"a", b"b", acks=1)
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    follower = c.partitions[1]
+    follower.log.set_high_watermark(1)
+    truncation = follower._truncate_on_divergence(-1, -1)
+    assert truncation.truncated_to == 1 and follower.log.log_end_offset == 1
+
+
+def test_after_an_unclean_election_a_follower_past_the_leaders_end_truncates_to_it(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    c.produce(0, b"a", b"b", b"c", acks=1)
+    c.fetch(1, 0)
+    c.log(1).truncate_to(1)                        # 1 lost its tail (a disk replaced)
+    c.controller.alter_partition(TP, 0, 0, (0,), c.controller.state(TP).partition_epoch)
+    c.controller.fence(TP, 0)                      # no clean choice: leaderless
+    c.controller.elect(TP, 1, unclean=True)        # unclean: 1 leads with only [0, 1)
+    a = c.partitions[0]
+    with pytest.raises(OffsetOutOfRangeError):
+        c.partitions[1].fetch_for_follower(ReplicaFetch(0, a.log.log_end_offset, -1,
+                                                        c.controller.state(TP).leader_epoch, 1 << 20))
+    assert a.handle_out_of_range(c.log(1).log_start_offset, c.log(1).log_end_offset) == 1
+
+
+def test_a_follower_whose_log_ends_before_the_leaders_start_starts_afresh_there(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    c.produce(0, b"a", b"b", b"c", b"d", acks=1)
+    c.log(1).truncate_to(0)
+    c.log(0).set_high_watermark(4)
+    c.log(0).maybe_increment_log_start_offset(3)   # DeleteRecords on the leader
+    b = c.partitions[1]
+    assert b.handle_out_of_range(3, 4) == 3
+    assert b.log.log_start_offset == 3
+
+
+def test_a_follower_takes_the_leaders_log_start_offset_and_checkpoints_its_high_watermark(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    c.produce(0, b"a", b"b", b"c", acks=1)
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    c.log(0).maybe_increment_log_start_offset(2)
+    c.fetch(1, 0)
+    assert c.log(1).log_start_offset == 2 and c.log(1).high_watermark == 3
