@@ -14,7 +14,7 @@ import pytest
 
 from conftest import Clock
 from stratalog.broker.controller import InProcessController
-from stratalog.broker.partition import Partition, ReplicaFetch
+from stratalog.broker.partition import Partition, ReplicaFetch, Truncation
 from stratalog.broker.replica_state import LeaderView, PartitionState, RemoteReplica, isr_to_add
 from stratalog.common.config import LogConfig
 from stratalog.common.errors import (
@@ -23,7 +23,6 @@ from stratalog.common.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 from stratalog.common.names import TopicPartition
@@ -361,10 +360,11 @@ def test_after_an_unclean_election_a_follower_past_the_leaders_end_truncates_to_
     c.controller.fence(TP, 0)                      # no clean choice: leaderless
     c.controller.elect(TP, 1, unclean=True)        # unclean: 1 leads with only [0, 1)
     a = c.partitions[0]
-    with pytest.raises(OffsetOutOfRangeError):
-        c.partitions[1].fetch_for_follower(ReplicaFetch(0, a.log.log_end_offset, -1,
-                                                        c.controller.state(TP).leader_epoch, 1 << 20))
-    assert a.handle_out_of_range(c.log(1).log_start_offset, c.log(1).log_end_offset) == 1
+    result = c.partitions[1].fetch_for_follower(ReplicaFetch(0, a.log.log_end_offset, -1,
+                                                             c.controller.state(TP).leader_epoch, 1 << 20))
+    assert result.out_of_range and (result.log_start_offset, result.log_end_offset) == (0, 1)
+    assert a.apply_fetch(result) == Truncation(1, True)
+    assert a.log.log_end_offset == 1
 
 
 def test_a_follower_whose_log_ends_before_the_leaders_start_starts_afresh_there(tmp_path, clock):

@@ -34,7 +34,6 @@ from stratalog.common.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 from stratalog.storage.log import AppendInfo, Log
@@ -62,6 +61,7 @@ class ReplicaFetchResult:
     log_start_offset: int
     log_end_offset: int
     diverging_epoch: tuple[int, int] | None = None   # (epoch, end offset): truncate, then fetch again
+    out_of_range: bool = False   # the fetch offset is outside [log start, log end]: see handle_out_of_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +201,9 @@ class Partition:
             if diverging is not None:  # KIP-320: no data, no acknowledgement, until it truncates
                 return ReplicaFetchResult(b"", log.high_watermark, log.log_start_offset, log.log_end_offset, diverging)
             if not log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset:
-                raise OffsetOutOfRangeError(
-                    f"replica fetch from {log.topic_partition}: offset {fetch.fetch_offset} is outside "
-                    f"[{log.log_start_offset}, {log.log_end_offset}]")
+                # Not an error for a follower: after an unclean election it truncates by these offsets.
+                return ReplicaFetchResult(b"", log.high_watermark, log.log_start_offset, log.log_end_offset,
+                                          out_of_range=True)
             now = self.clock()
             previous = self.remotes.get(fetch.replica_id) or RemoteReplica(fetch.replica_id)
             self.remotes[fetch.replica_id] = previous.after_fetch(fetch.fetch_offset, log.log_end_offset, now)
@@ -276,6 +276,9 @@ class Partition:
                 raise NotLeaderOrFollowerError(f"{self.log.topic_partition}: a leader does not apply replica fetches")
             if result.diverging_epoch is not None:
                 return self._truncate_on_divergence(*result.diverging_epoch)
+            if result.out_of_range:
+                end = self.handle_out_of_range(result.log_start_offset, result.log_end_offset)
+                return Truncation(end, True)
             log = self.log
             if result.data:
                 log.append_as_follower(result.data)

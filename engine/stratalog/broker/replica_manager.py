@@ -10,9 +10,12 @@ work differs in kind: ``io`` runs short calls on the request path (appends, fsyn
 admin), ``maintenance`` the long passes (cleaning, retention) one or two at a time, so a slow
 pass can never occupy the threads that appends need.
 
-Each partition has one replica, this engine's, so it is the leader and the high watermark
-follows the log end offset. Replication (followers, the ISR, acks=all waiting on the high
-watermark) comes in here.
+A partition the controller never mentions has one replica, this engine's: it is the leader
+and the high watermark follows the log end offset, and acks=all means fsynced. A replicated
+partition (``replication.ReplicaSet``) is produced to through its ``Partition``: acks=all then
+means "every in-sync replica has it" and waits, without holding a thread, until the high
+watermark passes the batch or ``request.timeout.ms`` runs out; a follower refuses produce and
+consumer fetches (NOT_LEADER_OR_FOLLOWER: no fetching from followers, KIP-392).
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from typing import TypeVar
 from stratalog.broker.engine import Engine
 from stratalog.broker.fetch import FetchedBatches, read_whole_batches
 from stratalog.broker.partitioner import partition_for_key
+from stratalog.broker.partition import Partition, ReplicaFetch, ReplicaFetchResult
 from stratalog.broker.produce import Acks, ProduceResult, append_to_log, append_to_logs
+from stratalog.broker.replication import ReplicaSet
 from stratalog.broker.signals import AppendSignals
 from stratalog.broker.topics import TopicAdmin
-from stratalog.common.errors import OffsetOutOfRangeError
+from stratalog.common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError, RequestTimedOutError
 from stratalog.common.names import TopicPartition
 from stratalog.storage.log import Log, OffsetAndTimestamp
 from stratalog.storage.retention import delete_records
@@ -46,8 +51,31 @@ class ReplicaManager:
         self.io = ThreadPoolExecutor(io_threads, thread_name_prefix="stratalog-io")
         self.maintenance = ThreadPoolExecutor(maintenance_threads, thread_name_prefix="stratalog-maintenance")
         self.signals = AppendSignals()
+        self.hw_signals = AppendSignals()   # acks=all produces waiting for the high watermark
         self.shutting_down = False  # waiting fetches answer at once from now on
         self._round_robin: dict[str, Iterator[int]] = {}
+        self.replicas: ReplicaSet | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def attach_replicas(self, replicas: ReplicaSet, loop: asyncio.AbstractEventLoop) -> None:
+        """Take part in replication; HW moves (on any thread) wake this loop's waiters."""
+        self.replicas = replicas
+        self._loop = loop
+        replicas.on_high_watermark = self._high_watermark_moved
+
+    def _high_watermark_moved(self, tp: TopicPartition) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+
+        def wake() -> None:
+            self.signals.notify(tp)      # consumers waiting for committed data
+            self.hw_signals.notify(tp)   # acks=all produces
+
+        loop.call_soon_threadsafe(wake)
+
+    def replicated(self, tp: TopicPartition) -> Partition | None:
+        return self.replicas.get(tp) if self.replicas is not None else None
 
     # -- running blocking work ----------------------------------------------------------------
     async def run(self, fn: Callable[..., T], *args: object) -> T:
@@ -64,14 +92,53 @@ class ReplicaManager:
     async def append_records(self, tp: TopicPartition, batches: Sequence[bytes | bytearray], acks: Acks,
                              now_ms: int) -> ProduceResult:
         """One partition's batches, contiguous, all or none."""
+        partition = self.replicated(tp)
+        if partition is not None:
+            return await self._append_replicated(partition, batches, acks)
         log = self.log(tp)
         result = await self.run(append_to_log, log, batches, acks, now_ms)
         self.signals.notify(tp)
         return result
 
+    async def _append_replicated(self, partition: Partition, batches: Sequence[bytes | bytearray],
+                                 acks: Acks) -> ProduceResult:
+        tp = partition.log.topic_partition
+        required = -1 if acks is Acks.ALL else 1
+
+        def append() -> tuple[ProduceResult, int]:
+            with partition.lock:
+                infos = partition.append_as_leader(batches, required_acks=required)
+                assert partition.state is not None
+                return ProduceResult.of(infos, partition.log.log_start_offset), partition.state.leader_epoch
+
+        result, epoch = await self.run(append)
+        self.signals.notify(tp)
+        if acks is Acks.ALL:
+            await self._await_high_watermark(partition, result.last_offset, epoch)
+        return result
+
+    async def _await_high_watermark(self, partition: Partition, last_offset: int, epoch: int) -> None:
+        """Kafka's DelayedProduce: until the ISR has the batch, the leadership moves, or the timeout."""
+        tp = partition.log.topic_partition
+        loop = asyncio.get_running_loop()
+        timeout_ms = self.engine.config.request_timeout_ms
+        deadline = loop.time() + timeout_ms / 1000
+        while True:
+            event = self.hw_signals.event(tp)   # before the check: a move in between still wakes us
+            if partition.acks_all_complete(last_offset, epoch):
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.shutting_down:
+                raise RequestTimedOutError(
+                    f"produce to {tp}: the in-sync replicas did not all have offset {last_offset} within "
+                    f"request.timeout.ms={timeout_ms}; the batch is in the leader's log and may still commit")
+            await self.hw_signals.wait(event, remaining)
+
     async def append_to_partitions(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
                                    now_ms: int) -> dict[int, ProduceResult]:
         """One batch per partition of ``topic``; one refused batch refuses the whole request."""
+        if any(self.replicated(TopicPartition(topic, p)) for p in batches):
+            return await self._append_each_replicated(topic, batches, acks, now_ms)
         logs = {self.log(TopicPartition(topic, p)): [batch] for p, batch in sorted(batches.items())}
         results = await self.run(append_to_logs, logs, acks, now_ms)
         out = {}
@@ -79,6 +146,18 @@ class ReplicaManager:
             self.signals.notify(log.topic_partition)
             out[log.topic_partition.partition] = result
         return out
+
+    async def _append_each_replicated(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
+                                      now_ms: int) -> dict[int, ProduceResult]:
+        # Every batch is validated before the first is appended, so a bad one still refuses all.
+        def validate() -> None:
+            for p, batch in batches.items():
+                self.log(TopicPartition(topic, p)).prepare_append([batch], now_ms=now_ms)
+
+        await self.run(validate)
+        results = await asyncio.gather(*(self.append_records(TopicPartition(topic, p), [batch], acks, now_ms)
+                                         for p, batch in sorted(batches.items())))
+        return {p: r for p, r in zip(sorted(batches), results)}
 
     def held_partitions(self, topic: str) -> list[int]:
         return sorted(self.topics.describe_topic(topic).partitions)
@@ -100,6 +179,12 @@ class ReplicaManager:
         With nothing to return it waits up to ``max_wait_ms`` for an append (Kafka's DelayedFetch),
         then reads again.
         """
+        partition = self.replicated(tp)
+        if partition is not None and not partition.is_leader:
+            state = partition.state
+            leader = state.leader if state is not None else -1
+            raise NotLeaderOrFollowerError(f"fetch from {tp}: broker {partition.local_id} is a follower; "
+                                           f"fetch from its leader, broker {leader}")
         log = self.log(tp)
         start = log.log_start_offset if offset is None else offset
         loop = asyncio.get_running_loop()
@@ -112,6 +197,23 @@ class ReplicaManager:
             remaining = deadline - loop.time()
             if fetched.batches or remaining <= 0 or self.shutting_down:
                 return dataclasses.replace(fetched, read_seconds=read_seconds)
+            await self.signals.wait(event, remaining)
+
+    # -- replication: a follower's fetch ----------------------------------------------------------
+    async def replica_fetch(self, tp: TopicPartition, fetch: ReplicaFetch, max_wait_ms: int) -> ReplicaFetchResult:
+        """A follower's fetch; with nothing new to send it waits for an append up to ``max_wait_ms``."""
+        replicas = self.replicas
+        if replicas is None:
+            raise NotLeaderOrFollowerError(f"replica fetch from {tp}: this engine takes no part in replication")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        while True:
+            event = self.signals.event(tp)
+            result = await self.run(replicas.fetch_for_follower, tp, fetch)
+            remaining = deadline - loop.time()
+            if (result.data or result.diverging_epoch or result.out_of_range or remaining <= 0
+                    or self.shutting_down):
+                return result
             await self.signals.wait(event, remaining)
 
     # -- offsets --------------------------------------------------------------------------------

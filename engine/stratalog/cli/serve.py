@@ -47,6 +47,11 @@ def register(sub: Any) -> None:
                         help="largest partition count the API creates (default 1000)")
     parser.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="how long SIGTERM waits for requests in flight (default 30)")
+    parser.add_argument("--broker-id", type=int, default=None, metavar="N",
+                        help="take part in replication as broker N: partition states arrive from a controller "
+                             "(PUT /v1/replication/partitions/...), followers fetch from their leaders")
+    parser.add_argument("--controller", default=None, metavar="URL",
+                        help="where a leader proposes ISR changes (POST URL/alter-partition); needs --broker-id")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--access-log", action="store_true", help="log every request")
     parser.set_defaults(run=run)
@@ -75,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     properties = parse_key_value_pairs(args.config, where="--config")
     settings = Settings(io_threads=args.io_threads, max_fetch_wait_ms=args.max_fetch_wait_ms,
                         max_partitions_per_topic=args.max_partitions_per_topic)
+    if (args.broker_id is None) != (args.controller is None):
+        raise SystemExit("stratalog serve: --broker-id and --controller go together")
+    if args.broker_id is not None and args.broker_id < 0:
+        raise SystemExit("stratalog serve: --broker-id must be ≥ 0")
     options = ServeOptions([Path(d) for d in args.data_dirs], host, port, properties, args.schedule, topics,
-                           settings, args.shutdown_timeout, args.access_log)
+                           settings, args.shutdown_timeout, args.access_log, args.broker_id, args.controller)
     return main(options, log_level=args.log_level)

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from stratalog.server import maintenance, records, topics
+from stratalog.server import maintenance, records, replication, topics
 from stratalog.server.errors import error_middleware
 from stratalog.server.openapi import build_document
 from stratalog.server.state import STATE, ServerState
@@ -50,6 +50,8 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records", records.fetch),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets", records.list_offsets),
     ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records", records.delete_records_handler),
+    ("PUT", "/v1/replication/partitions/{topic}/{partition}", replication.put_partition_state),
+    ("GET", "/v1/replication/partitions/{topic}/{partition}/fetch", replication.replica_fetch),
     ("POST", "/v1/maintenance/retention", maintenance.retention),
     ("POST", "/v1/maintenance/clean", maintenance.clean),
     ("POST", "/v1/maintenance/checkpoints", maintenance.checkpoints),

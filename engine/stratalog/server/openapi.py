@@ -209,6 +209,36 @@ def build_document(settings: Settings) -> dict[str, Any]:
                      "responses": {**_ok(_ref("DeleteRecordsResponse")),
                                    **_errors(400, 404, 413, 415, 416, 503)}},
         },
+        "/v1/replication/partitions/{topic}/{partition}": {
+            "parameters": tp_params,
+            "put": {"operationId": "putPartitionState", "tags": ["replication"],
+                    "summary": "The controller's LeaderAndIsr for one partition (needs serve --broker-id)",
+                    "requestBody": _json_body(_object({
+                        "replicas": {"type": "array", "items": _int(0)}, "leader": _int(-1),
+                        "leaderEpoch": _int(0), "isr": {"type": "array", "items": _int(0)},
+                        "partitionEpoch": _int(0),
+                        "endpoints": {"type": "object", "additionalProperties": {"type": "string"}}},
+                        ["replicas", "leader", "leaderEpoch", "isr", "partitionEpoch"])),
+                    "responses": {**_ok(_object({"isLeader": {"type": "boolean"}, "logEndOffset": _int(0),
+                                                 "highWatermark": _int(0)})), **_errors(400, 409, 503)}},
+        },
+        "/v1/replication/partitions/{topic}/{partition}/fetch": {
+            "parameters": tp_params,
+            "get": {"operationId": "replicaFetch", "tags": ["replication"],
+                    "summary": "A follower's fetch: whole batches from fetchOffset, or X-Diverging-Epoch (KIP-320)",
+                    "parameters": [_query(name, _int(-1), text) for name, text in (
+                        ("replicaId", "The follower's broker id."),
+                        ("fetchOffset", "The follower's log end offset."),
+                        ("lastFetchedEpoch", "The epoch of the follower's last batch (-1: none)."),
+                        ("currentLeaderEpoch", "The leader epoch the follower knows."),
+                        ("maxBytes", "Bytes to return at most (a larger first batch is still sent)."),
+                        ("maxWaitMs", "How long to wait for new data."))],
+                    "responses": {"200": {"description": "Whole batches; X-High-Watermark, X-Log-Start-Offset, "
+                                                         "X-Log-End-Offset, X-Diverging-Epoch, X-Out-Of-Range",
+                                          "content": {RECORD_BATCH: {"schema": {"type": "string",
+                                                                                "format": "binary"}}}},
+                                  **_errors(400, 404, 503)}},
+        },
         "/v1/maintenance/retention": {
             "post": {"operationId": "runRetention", "tags": ["maintenance"],
                      "summary": "One retention pass now (retention.ms, retention.bytes, log start offset)",

@@ -27,7 +27,10 @@ from aiohttp import web
 
 from stratalog.common.errors import StratalogError
 from stratalog.broker.engine import Engine
+from stratalog.broker.fetcher import FetcherSettings
+from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.app import create_app
+from stratalog.server.replication import ControllerClient, LeaderClient
 from stratalog.server.state import ServerState, Settings
 from stratalog.broker.topics import TopicAdmin
 
@@ -45,6 +48,8 @@ class ServeOptions:
     settings: Settings = field(default_factory=Settings)
     shutdown_timeout: float = 30.0
     access_log: bool = False
+    broker_id: int | None = None        # take part in replication (with controller_url)
+    controller_url: str | None = None
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -81,6 +86,13 @@ def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> N
             continue
         TopicAdmin(manager).create_topic(name, partitions)
         logger.info("created topic %s with %d partition(s)", name, partitions)
+
+
+def _replica_set(engine: Engine, broker_id: int, controller_url: str) -> ReplicaSet:
+    config = engine.config
+    settings = ReplicationSettings(broker_id, config.replica_lag_time_max_ms,
+                                   FetcherSettings(config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms))
+    return ReplicaSet(engine.manager, settings, ControllerClient(controller_url), LeaderClient, clock=engine.clock)
 
 
 async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 30.0,
@@ -132,6 +144,10 @@ async def serve(options: ServeOptions) -> int:
             # The start cannot be interrupted half-way (recovery renames files); a signal
             # during it is acted on once it is done.
             await loop.run_in_executor(state.broker.maintenance, _start_engine, engine, options.create_topics)
+            if options.broker_id is not None and options.controller_url is not None:
+                replicas = _replica_set(engine, options.broker_id, options.controller_url)
+                state.broker.attach_replicas(replicas.start(), loop)
+                logger.info("replication: broker %d, controller %s", options.broker_id, options.controller_url)
             state.started = True
             logger.info("ready (schedule %s)", "on" if options.schedule else "off: use /v1/maintenance/*")
             await stop.wait()
@@ -143,6 +159,8 @@ async def serve(options: ServeOptions) -> int:
             await runner.cleanup()  # stop accepting; wait for handlers in flight; on_shutdown wakes long polls
             # Engine calls already on the pools finish (an accepted append is completed) before the stop.
             await loop.run_in_executor(None, state.shutdown_pools)
+            if state.broker.replicas is not None:
+                await loop.run_in_executor(None, state.broker.replicas.stop)
             if engine.ready:
                 report = await loop.run_in_executor(None, engine.stop)
                 status = max(status, report.log(logger))

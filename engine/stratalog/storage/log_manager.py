@@ -107,6 +107,7 @@ class LogManager:
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._pending_dir_deletes: list[Path] = []
         self.load_reports: dict[TopicPartition, LoadReport] = {}
+        self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         self.lock = threading.RLock()
         self.failures = LogDirFailureChannel()
         self.checkpoints = Checkpoints(self._dirs, self._logs_by_dir, self.lock, self.failures)
@@ -176,6 +177,8 @@ class LogManager:
     def _load_dir(self, data_dir: DataDir) -> None:
         recovery_points = data_dir.read_checkpoint(data_dir.recovery_points)
         start_offsets = data_dir.read_checkpoint(data_dir.log_start_offsets)
+        # A replicated partition restarts from its checkpointed HW (a single copy needs none).
+        self.checkpointed_high_watermarks.update(data_dir.read_checkpoint(data_dir.high_watermarks))
         self.checkpoints.load_cleaner_offsets(data_dir)
         for child in sorted(data_dir.path.iterdir()):
             if not child.is_dir():

@@ -1,0 +1,140 @@
+"""The replicated partitions of one engine: states from the controller in, fetchers and HW signals out.
+
+An engine that is given a broker id takes part in replication: the controller pushes each
+partition's state (Kafka's LeaderAndIsr), and this set makes the engine's replica the leader or
+a follower of it, starting a fetcher toward the leader for every partition it follows. Partitions
+the controller never mentions stay single-copy, as before.
+
+What moves a partition's high watermark (a follower's fetch, a committed ISR change, a new
+leadership) is reported through ``on_high_watermark``, so the transport can wake the acks=all
+produces and the consumer fetches waiting for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from stratalog.broker.controller import Controller
+from stratalog.broker.fetcher import FetcherSettings, LeaderClient, ReplicaFetcher
+from stratalog.broker.partition import Partition, ReplicaFetch, ReplicaFetchResult
+from stratalog.broker.replica_state import PartitionState
+from stratalog.broker.topics import TopicAdmin
+from stratalog.common.errors import NotLeaderOrFollowerError
+from stratalog.common.names import TopicPartition
+from stratalog.storage.log_manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+ClientFactory = Callable[[str, TopicPartition], LeaderClient]   # (leader's endpoint, partition) → client
+
+
+@dataclass
+class ReplicationSettings:
+    broker_id: int
+    replica_lag_time_max_ms: int = 30_000
+    fetcher: FetcherSettings = field(default_factory=FetcherSettings)
+
+
+class ReplicaSet:
+    def __init__(self, manager: LogManager, settings: ReplicationSettings, controller: Controller,
+                 client_factory: ClientFactory, *, clock: Callable[[], int],
+                 on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None) -> None:
+        self.manager = manager
+        self.settings = settings
+        self.controller = controller
+        self.client_factory = client_factory
+        self.clock = clock
+        self.on_high_watermark = on_high_watermark
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers: dict[TopicPartition, ReplicaFetcher] = {}
+        self.endpoints: dict[int, str] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._expiry: threading.Thread | None = None
+
+    @property
+    def broker_id(self) -> int:
+        return self.settings.broker_id
+
+    def get(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    # -- states from the controller ---------------------------------------------------------
+    def apply_state(self, tp: TopicPartition, state: PartitionState, endpoints: Mapping[int, str]) -> Partition:
+        """LeaderAndIsr for one partition: create it here if needed, lead it or follow its leader."""
+        if self.broker_id not in state.replicas:
+            raise NotLeaderOrFollowerError(f"{tp}: broker {self.broker_id} is not among its replicas "
+                                           f"{list(state.replicas)}")
+        with self._lock:
+            self.endpoints.update(endpoints)
+            partition = self.partitions.get(tp)
+            if partition is None:
+                TopicAdmin(self.manager).ensure_partitions(tp.topic, [tp.partition])
+                log = self.manager.get_log(tp.topic, tp.partition)
+                partition = Partition(log, self.broker_id, self.controller, clock=self.clock,
+                                      replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
+                                      high_watermark=self.manager.checkpointed_high_watermarks.get(tp))
+                self.partitions[tp] = partition
+            before = partition.log.high_watermark
+            partition.apply_state(state)
+            self._follow(tp, partition)
+        if partition.log.high_watermark != before or partition.is_leader:
+            self.on_high_watermark(tp)
+        return partition
+
+    def _follow(self, tp: TopicPartition, partition: Partition) -> None:
+        state = partition.state
+        fetcher = self.fetchers.get(tp)
+        wanted = None if state is None or partition.is_leader or state.leader < 0 else state.leader
+        if fetcher is not None and (fetcher.leader != wanted or not fetcher.running):
+            fetcher.stop(wait=False)
+            del self.fetchers[tp]
+            fetcher = None
+        if fetcher is None and wanted is not None and wanted in self.endpoints:
+            client = self.client_factory(self.endpoints[wanted], tp)
+            self.fetchers[tp] = ReplicaFetcher(partition, wanted, client, self.settings.fetcher,
+                                               on_applied=lambda: self.on_high_watermark(tp)).start()
+
+    # -- the leader's side ------------------------------------------------------------------
+    def fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch) -> ReplicaFetchResult:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            raise NotLeaderOrFollowerError(f"replica fetch from {tp}: broker {self.broker_id} has no replica of it")
+        before = partition.log.high_watermark
+        result = partition.fetch_for_follower(fetch)
+        if result.high_watermark != before:
+            self.on_high_watermark(tp)
+        return result
+
+    def expire_lagging_followers(self) -> None:
+        """Kafka's isr-expiration task: every leader drops the followers that fell behind."""
+        for tp, partition in list(self.partitions.items()):
+            before = partition.log.high_watermark
+            if partition.maybe_shrink_isr() and partition.log.high_watermark != before:
+                self.on_high_watermark(tp)
+
+    def start(self) -> ReplicaSet:
+        interval = self.settings.replica_lag_time_max_ms / 2000
+
+        def run() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.expire_lagging_followers()
+                except Exception:  # noqa: BLE001 - the task must outlive one failed proposal
+                    logger.exception("ISR expiration failed")
+
+        self._expiry = threading.Thread(target=run, name="isr-expiration", daemon=True)
+        self._expiry.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            fetchers, self.fetchers = list(self.fetchers.values()), {}
+        for fetcher in fetchers:
+            fetcher.stop()
+        if self._expiry is not None:
+            self._expiry.join(timeout=5)

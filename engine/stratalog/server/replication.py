@@ -1,0 +1,184 @@
+"""Replication over HTTP: the controller's LeaderAndIsr in, followers' fetches out, and their clients.
+
+* ``PUT /v1/replication/partitions/{topic}/{partition}``: the controller's word on one partition
+  (replicas, leader, leader epoch, ISR, partition epoch, and every replica's endpoint).
+* ``GET /v1/replication/partitions/{topic}/{partition}/fetch``: a follower's fetch (replicaId,
+  fetchOffset, lastFetchedEpoch, currentLeaderEpoch, maxBytes, maxWaitMs). The body is whole
+  batches as the leader wrote them; the high watermark, log start and end offsets and, on
+  divergence, ``X-Diverging-Epoch: <epoch>:<end offset>`` travel as headers.
+
+``LeaderClient`` and ``ControllerClient`` are the other ends (a follower's fetcher; a leader's
+AlterPartition), over plain keep-alive HTTP/1.1 from the standard library, since they run on
+fetcher threads rather than on the event loop.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import urllib.parse
+from typing import Any
+
+from aiohttp import web
+
+from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
+from stratalog.broker.replica_state import PartitionState
+from stratalog.common import errors
+from stratalog.common.errors import StratalogError
+from stratalog.common.limits import INT32_MAX, INT64_MAX
+from stratalog.common.names import TopicPartition
+from stratalog.server import params
+from stratalog.server.errors import RequestError
+from stratalog.server.state import state_of
+
+BATCHES = params.RECORD_BATCH
+
+
+def _int_list(obj: dict[str, Any], name: str) -> tuple[int, ...]:
+    value = obj.get(name)
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise RequestError(f"body: {name!r} must be a list of broker ids")
+    return tuple(value)
+
+
+async def put_partition_state(request: web.Request) -> web.Response:
+    state = state_of(request)
+    replicas = state.broker.replicas
+    if replicas is None:
+        raise RequestError("this engine takes no part in replication: start it with --broker-id", status=409)
+    tp = TopicPartition(params.topic(request), params.partition(request))
+    body = params.parse_json(await request.read())
+    if not isinstance(body, dict):
+        raise RequestError("body: expected a JSON object")
+    partition_state = PartitionState(
+        replicas=_int_list(body, "replicas"),
+        leader=params.field_int(body, "leader", minimum=-1, maximum=INT32_MAX) or 0,
+        leader_epoch=params.field_int(body, "leaderEpoch", minimum=0, maximum=INT32_MAX) or 0,
+        isr=_int_list(body, "isr"),
+        partition_epoch=params.field_int(body, "partitionEpoch", minimum=0, maximum=INT32_MAX) or 0,
+    )
+    endpoints_field = body.get("endpoints") or {}
+    if not isinstance(endpoints_field, dict):
+        raise RequestError("body: 'endpoints' must map broker ids to URLs")
+    endpoints = {int(k): str(v) for k, v in endpoints_field.items()}
+    partition = await state.run(replicas.apply_state, tp, partition_state, endpoints)
+    state.topics_changed()
+    return web.json_response({"topic": tp.topic, "partition": tp.partition, "leader": partition_state.leader,
+                              "leaderEpoch": partition_state.leader_epoch, "isLeader": partition.is_leader,
+                              "logEndOffset": partition.log.log_end_offset,
+                              "highWatermark": partition.log.high_watermark})
+
+
+async def replica_fetch(request: web.Request) -> web.Response:
+    state = state_of(request)
+    tp = TopicPartition(params.topic(request), params.partition(request))
+
+    def query(name: str, minimum: int, maximum: int = INT64_MAX) -> int:
+        value = params.query_int(request, name, None, minimum=minimum, maximum=maximum)
+        if value is None:
+            raise RequestError(f"query parameter {name!r} is required")
+        return value
+
+    fetch = ReplicaFetch(query("replicaId", 0, INT32_MAX), query("fetchOffset", 0),
+                         query("lastFetchedEpoch", -1, INT32_MAX), query("currentLeaderEpoch", -1, INT32_MAX),
+                         query("maxBytes", 0, INT32_MAX))
+    max_wait = params.query_int(request, "maxWaitMs", 0, minimum=0, maximum=state.settings.max_fetch_wait_ms) or 0
+    result = await state.broker.replica_fetch(tp, fetch, max_wait)
+    headers = {"X-High-Watermark": str(result.high_watermark), "X-Log-Start-Offset": str(result.log_start_offset),
+               "X-Log-End-Offset": str(result.log_end_offset)}
+    if result.diverging_epoch is not None:
+        headers["X-Diverging-Epoch"] = "%d:%d" % result.diverging_epoch
+    if result.out_of_range:
+        headers["X-Out-Of-Range"] = "true"
+    return web.Response(body=result.data, content_type=BATCHES, headers=headers)
+
+
+# -- clients (on fetcher threads) ----------------------------------------------------------------
+_ERRORS: dict[str, type[StratalogError]] = {
+    cls.code: cls for cls in vars(errors).values()
+    if isinstance(cls, type) and issubclass(cls, StratalogError) and cls is not StratalogError
+}
+
+
+def _raise_for(status: int, body: bytes, what: str) -> None:
+    try:
+        payload = json.loads(body)
+        code, message = payload["error_code"], payload["message"]
+    except (ValueError, KeyError, TypeError):
+        raise OSError(f"{what}: HTTP {status}: {body[:200]!r}") from None
+    raise _ERRORS.get(code, StratalogError)(f"{what}: {message}")
+
+
+class _Http:
+    """One keep-alive connection, reopened after any failure; used by one thread at a time."""
+
+    def __init__(self, base_url: str, timeout_s: float) -> None:
+        parsed = urllib.parse.urlsplit(base_url)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        self.timeout_s = timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+        with self._lock:
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            try:
+                self._conn.request(method, path, body=body, headers=headers or {})
+                response = self._conn.getresponse()
+                response.data = response.read()  # type: ignore[attr-defined]
+                return response
+            except (OSError, http.client.HTTPException) as error:
+                self._conn.close()
+                self._conn = None
+                raise OSError(f"{method} {self.host}:{self.port}{path}: {error}") from None
+
+
+class LeaderClient:
+    """A follower's fetches of one partition from its leader's engine."""
+
+    def __init__(self, leader_url: str, tp: TopicPartition) -> None:
+        self.tp = tp
+        self.http = _Http(leader_url, timeout_s=60)
+
+    def __call__(self, fetch: ReplicaFetch, max_wait_ms: int) -> ReplicaFetchResult:
+        query = urllib.parse.urlencode({
+            "replicaId": fetch.replica_id, "fetchOffset": fetch.fetch_offset,
+            "lastFetchedEpoch": fetch.last_fetched_epoch, "currentLeaderEpoch": fetch.current_leader_epoch,
+            "maxBytes": fetch.max_bytes, "maxWaitMs": max_wait_ms})
+        path = (f"/v1/replication/partitions/{urllib.parse.quote(self.tp.topic)}/{self.tp.partition}/fetch?"
+                + query)
+        response = self.http.request("GET", path)
+        data: bytes = response.data  # type: ignore[attr-defined]
+        if response.status != 200:
+            _raise_for(response.status, data, f"replica fetch of {self.tp}")
+        diverging = response.getheader("X-Diverging-Epoch")
+        epoch_end = tuple(int(x) for x in diverging.split(":")) if diverging else None
+        return ReplicaFetchResult(
+            data, int(response.getheader("X-High-Watermark", "0")), int(response.getheader("X-Log-Start-Offset", "0")),
+            int(response.getheader("X-Log-End-Offset", "0")),
+            (epoch_end[0], epoch_end[1]) if epoch_end is not None else None,
+            response.getheader("X-Out-Of-Range") == "true")
+
+
+class ControllerClient:
+    """AlterPartition to a controller reached over HTTP (``POST <url>/alter-partition``)."""
+
+    def __init__(self, controller_url: str) -> None:
+        self.http = _Http(controller_url, timeout_s=30)
+        self.base_path = urllib.parse.urlsplit(controller_url).path.rstrip("/")
+
+    def alter_partition(self, tp: TopicPartition, leader: int, leader_epoch: int, isr: tuple[int, ...],
+                        partition_epoch: int) -> PartitionState:
+        body = json.dumps({"topic": tp.topic, "partition": tp.partition, "leader": leader,
+                           "leaderEpoch": leader_epoch, "isr": list(isr), "partitionEpoch": partition_epoch})
+        response = self.http.request("POST", self.base_path + "/alter-partition", body.encode(),
+                                     {"Content-Type": "application/json"})
+        data: bytes = response.data  # type: ignore[attr-defined]
+        if response.status != 200:
+            _raise_for(response.status, data, f"AlterPartition of {tp}")
+        state = json.loads(data)
+        return PartitionState(tuple(state["replicas"]), state["leader"], state["leaderEpoch"], tuple(state["isr"]),
+                              state["partitionEpoch"])

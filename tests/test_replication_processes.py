@@ -1,0 +1,210 @@
+"""Replication factor 3 across three real engine processes, with the leader or a follower SIGKILLed.
+
+``min.insync.replicas=2``; two producers send ``acks=all`` batches to whoever leads, a consumer
+reads from the leader up to its high watermark. Each trial SIGKILLs the leader or a follower at
+a random moment; the test controller moves leadership to the next ISR member (as a lapsed lease
+would in part 2); the killed engine restarts and catches up. After every trial, once all three
+are back in the ISR: every acknowledged record is on every replica at its offset and the three
+logs are byte-identical; at the end, no consumer read a record that is not in the final log.
+
+``STRATALOG_REPLICATION_TRIALS`` sets the number of trials (30 in CI).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from replication_cluster import Engines, ClusterController
+from server_harness import kafka_batch
+from stratalog.common.names import TopicPartition
+from stratalog.records import decode_records, iter_batch_infos
+
+TRIALS = int(os.environ.get("STRATALOG_REPLICATION_TRIALS", "30"))
+TP = TopicPartition("t", 0)
+SETTLE_S = 60.0
+
+
+class Workload:
+    """Producers (acks=all) and a consumer, each following the controller to the current leader."""
+
+    def __init__(self, controller: ClusterController, engines: Engines) -> None:
+        self.controller = controller
+        self.engines = engines
+        self.acked: dict[int, bytes] = {}
+        self.read: dict[int, bytes] = {}
+        self.errors: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._running = threading.Event()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._produce, args=(n,), daemon=True) for n in range(2)]
+        self._threads.append(threading.Thread(target=self._consume, daemon=True))
+        self._sequence = 0
+
+    def start(self) -> None:
+        self._running.set()
+        for thread in self._threads:
+            thread.start()
+
+    def pause(self) -> None:
+        self._running.clear()
+        time.sleep(0.3)   # let requests in flight end (their outcome is recorded either way)
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._running.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def _leader_url(self) -> str | None:
+        leader = self.controller.controller.state(TP).leader
+        return self.engines.servers[leader].base if leader >= 0 and leader in self.engines.servers else None
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.errors[what] = self.errors.get(what, 0) + 1
+
+    def _produce(self, producer: int) -> None:
+        session = requests.Session()
+        while not self._stop.is_set():
+            self._running.wait()
+            url = self._leader_url()
+            with self._lock:
+                self._sequence += 1
+                value = b"p%d-%08d" % (producer, self._sequence)
+            try:
+                reply = session.post(f"{url}/v1/topics/t/partitions/0/records", data=kafka_batch([(b"k", value)]),
+                                     params={"acks": "all"},
+                                     headers={"Content-Type": "application/vnd.kafka.record-batch"}, timeout=30)
+            except requests.RequestException:
+                self._count("connection")
+                time.sleep(0.05)
+                continue
+            if reply.status_code == 200:
+                with self._lock:
+                    self.acked[reply.json()["baseOffset"]] = value
+            else:
+                self._count(reply.json().get("error_code", str(reply.status_code)))
+                time.sleep(0.05)
+
+    def _consume(self) -> None:
+        session = requests.Session()
+        offset = 0
+        while not self._stop.is_set():
+            self._running.wait()
+            url = self._leader_url()
+            try:
+                reply = session.get(f"{url}/v1/topics/t/partitions/0/records",
+                                    params={"offset": offset, "maxWaitMs": 200},
+                                    headers={"Accept": "application/vnd.kafka.record-batch"}, timeout=30)
+            except requests.RequestException:
+                time.sleep(0.05)
+                continue
+            if reply.status_code != 200:
+                time.sleep(0.05)
+                continue
+            for offset_, value in records_of(reply.content):
+                if offset_ >= offset:
+                    with self._lock:
+                        self.read[offset_] = value
+            offset = max([offset, *[o + 1 for o, _ in records_of(reply.content)]])
+
+
+def records_of(data: bytes) -> Iterator[tuple[int, bytes]]:
+    for info in iter_batch_infos(data):
+        for record in decode_records(data[info.position: info.position + info.size]):
+            assert record.value is not None
+            yield record.offset, record.value
+
+
+def log_bytes(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted((directory / "t-0").glob("*.log")))
+
+
+def wait_for(what: str, check, timeout: float = SETTLE_S):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (requests.RequestException, KeyError, ValueError) as error:
+            last = error
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def settled(controller: ClusterController, engines: Engines) -> dict[int, dict]:
+    state = controller.controller.state(TP)
+    if len(state.isr) != 3 or state.leader < 0:
+        return {}
+    stats = {b: engines.servers[b].stats("t", 0) for b in range(3)}
+    ends = {(s["logEndOffset"], s["highWatermark"]) for s in stats.values()}
+    return stats if len(ends) == 1 and next(iter(ends))[0] == next(iter(ends))[1] else {}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[ClusterController, Engines]]:
+    controller = ClusterController()
+    engines = Engines(tmp_path, controller, 3, "min.insync.replicas=2", "replica.lag.time.max.ms=2000",
+                      "replica.fetch.wait.max.ms=200", "request.timeout.ms=10000")
+    try:
+        yield controller, engines
+    finally:
+        controller.close()
+        for server in engines.servers.values():
+            if server.proc is not None and server.proc.poll() is None:
+                server.kill()
+
+
+def test_acknowledged_records_survive_sigkills_of_leaders_and_followers(cluster, tmp_path):
+    controller, engines = cluster
+    rng = random.Random(int(os.environ.get("STRATALOG_REPLICATION_SEED", "4")))
+    controller.controller.create(TP, (0, 1, 2))
+    controller.settle()
+    workload = Workload(controller, engines)
+    workload.start()
+    kills = {"leader": 0, "follower": 0}
+    for trial in range(TRIALS):
+        time.sleep(rng.uniform(0.2, 1.0))
+        state = controller.controller.state(TP)
+        role = rng.choice(["leader", "follower"])
+        victim = state.leader if role == "leader" else rng.choice([b for b in state.isr if b != state.leader])
+        engines.servers[victim].kill()
+        kills[role] += 1
+        controller.controller.fence(TP, victim)        # the lease lapsed
+        controller.settle()
+        time.sleep(rng.uniform(0.0, 0.5))              # the others go on without it for a while
+        engines.start(victim)
+        assert controller.push(victim, TP), engines.servers[victim].log()
+        # Let it catch up and rejoin, then check every replica against what was acknowledged.
+        workload.pause()
+        stats = wait_for(f"trial {trial}: all three replicas in the ISR with one log end",
+                         lambda: settled(controller, engines))
+        end = next(iter(stats.values()))["logEndOffset"]
+        logs = {b: log_bytes(tmp_path / f"broker-{b}") for b in range(3)}
+        assert logs[0] == logs[1] == logs[2], f"trial {trial}: the replicas' logs differ"
+        final = dict(records_of(logs[0]))
+        lost = {o: v for o, v in workload.acked.items() if final.get(o) != v}
+        assert not lost, f"trial {trial}: acknowledged records lost or moved: {sorted(lost.items())[:5]}"
+        assert end == len(final)
+        workload.resume()
+    workload.stop()
+    final = dict(records_of(log_bytes(tmp_path / "broker-0")))
+    phantom = {o: v for o, v in workload.read.items() if final.get(o) != v}
+    assert not phantom, f"a consumer read records that are not in the final log: {sorted(phantom.items())[:5]}"
+    assert workload.acked and workload.read, (workload.acked, workload.errors)
+    assert kills["leader"] and kills["follower"], kills
+    print(f"{TRIALS} trials, kills {kills}, {len(workload.acked)} acknowledged, {len(workload.read)} read, "
+          f"errors {workload.errors}")
