@@ -208,3 +208,42 @@ def test_acknowledged_records_survive_sigkills_of_leaders_and_followers(cluster,
     assert kills["leader"] and kills["follower"], kills
     print(f"{TRIALS} trials, kills {kills}, {len(workload.acked)} acknowledged, {len(workload.read)} read, "
           f"errors {workload.errors}")
+
+
+def test_a_followers_fetch_waits_for_replica_fetch_min_bytes(tmp_path):
+    from test_server_api import metric_samples, wait_until
+
+    controller = ClusterController()
+    engines = Engines(tmp_path, controller, 1)   # broker 0 leads; broker 1 is only a name here
+    try:
+        controller.controller.create(TP, (0, 1))
+        controller.settle()
+        leader = engines.servers[0]
+        one_batch = kafka_batch([(b"k", b"v" * 100)])
+        answer: dict[str, requests.Response] = {}
+
+        def fetch() -> None:
+            answer["reply"] = requests.get(f"{leader.base}/v1/replication/partitions/t/0/fetch", params={
+                "replicaId": 1, "fetchOffset": 0, "lastFetchedEpoch": -1, "currentLeaderEpoch": 0,
+                "maxBytes": 1 << 20, "maxWaitMs": 30_000, "minBytes": 2 * len(one_batch)}, timeout=60)
+
+        def parked() -> float:
+            return metric_samples(leader).get(("stratalog_fetch_long_polls_waiting", ()), 0)
+
+        waiting = threading.Thread(target=fetch)
+        waiting.start()
+        wait_until(lambda: parked() >= 1)
+        woken = lambda: metric_samples(leader).get(  # noqa: E731
+            ("stratalog_fetch_long_polls_total", (("outcome", "woken"),)), 0)
+        before = woken()
+        assert leader.produce_raw("t", 0, one_batch).status_code == 200
+        # Woken by the append, it finds one batch, fewer bytes than asked: it parks again.
+        wait_until(lambda: woken() > before and parked() >= 1 or not waiting.is_alive())
+        assert waiting.is_alive(), "the fetch answered with fewer than minBytes before its wait ran out"
+        assert leader.produce_raw("t", 0, one_batch).status_code == 200
+        waiting.join(timeout=60)
+        reply = answer["reply"]
+        assert reply.status_code == 200 and len(reply.content) == 2 * len(one_batch)
+    finally:
+        controller.close()
+        engines.stop_all()

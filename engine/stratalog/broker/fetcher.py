@@ -24,13 +24,14 @@ from stratalog.common.errors import StratalogError
 
 logger = logging.getLogger(__name__)
 
-LeaderClient = Callable[[ReplicaFetch, int], ReplicaFetchResult]   # (fetch, max wait ms) → answer
+LeaderClient = Callable[[ReplicaFetch, int, int], ReplicaFetchResult]   # (fetch, max wait ms, min bytes)
 
 
 @dataclass(frozen=True)
 class FetcherSettings:
     max_bytes: int = 1 << 20        # replica.fetch.max.bytes
     max_wait_ms: int = 500          # replica.fetch.wait.max.ms
+    min_bytes: int = 1              # replica.fetch.min.bytes
     backoff_s: float = 0.1          # after an error (Kafka's replica.fetch.backoff.ms is 1 s)
 
 
@@ -68,7 +69,8 @@ class ReplicaFetcher:
             if state is None or state.leader != self.leader or partition.is_leader:
                 return  # leadership moved: the replica set starts a fetcher for the new leader
             try:
-                result = self.client(partition.next_fetch(self.settings.max_bytes), self.settings.max_wait_ms)
+                result = self.client(partition.next_fetch(self.settings.max_bytes), self.settings.max_wait_ms,
+                                     self.settings.min_bytes)
                 if self._stop.is_set():
                     return
                 partition.apply_fetch(result)

@@ -200,8 +200,9 @@ class ReplicaManager:
             await self.signals.wait(event, remaining)
 
     # -- replication: a follower's fetch ----------------------------------------------------------
-    async def replica_fetch(self, tp: TopicPartition, fetch: ReplicaFetch, max_wait_ms: int) -> ReplicaFetchResult:
-        """A follower's fetch; with nothing new to send it waits for an append up to ``max_wait_ms``."""
+    async def replica_fetch(self, tp: TopicPartition, fetch: ReplicaFetch, max_wait_ms: int,
+                            min_bytes: int = 1) -> ReplicaFetchResult:
+        """A follower's fetch; with fewer than ``min_bytes`` to send it waits for appends up to ``max_wait_ms``."""
         replicas = self.replicas
         if replicas is None:
             raise NotLeaderOrFollowerError(f"replica fetch from {tp}: this engine takes no part in replication")
@@ -211,8 +212,8 @@ class ReplicaManager:
             event = self.signals.event(tp)
             result = await self.run(replicas.fetch_for_follower, tp, fetch)
             remaining = deadline - loop.time()
-            if (result.data or result.diverging_epoch or result.out_of_range or remaining <= 0
-                    or self.shutting_down):
+            if (len(result.data) >= min_bytes or result.diverging_epoch or result.out_of_range
+                    or remaining <= 0 or self.shutting_down):
                 return result
             await self.signals.wait(event, remaining)
 

@@ -232,7 +232,8 @@ def build_document(settings: Settings) -> dict[str, Any]:
                         ("lastFetchedEpoch", "The epoch of the follower's last batch (-1: none)."),
                         ("currentLeaderEpoch", "The leader epoch the follower knows."),
                         ("maxBytes", "Bytes to return at most (a larger first batch is still sent)."),
-                        ("maxWaitMs", "How long to wait for new data."))],
+                        ("maxWaitMs", "How long to wait for new data."),
+                        ("minBytes", "Bytes to wait for (replica.fetch.min.bytes, default 1)."))],
                     "responses": {"200": {"description": "Whole batches; X-High-Watermark, X-Log-Start-Offset, "
                                                          "X-Log-End-Offset, X-Diverging-Epoch, X-Out-Of-Range",
                                           "content": {RECORD_BATCH: {"schema": {"type": "string",

@@ -3,7 +3,7 @@
 * ``PUT /v1/replication/partitions/{topic}/{partition}``: the controller's word on one partition
   (replicas, leader, leader epoch, ISR, partition epoch, and every replica's endpoint).
 * ``GET /v1/replication/partitions/{topic}/{partition}/fetch``: a follower's fetch (replicaId,
-  fetchOffset, lastFetchedEpoch, currentLeaderEpoch, maxBytes, maxWaitMs). The body is whole
+  fetchOffset, lastFetchedEpoch, currentLeaderEpoch, maxBytes, maxWaitMs, minBytes). The body is whole
   batches as the leader wrote them; the high watermark, log start and end offsets and, on
   divergence, ``X-Diverging-Epoch: <epoch>:<end offset>`` travel as headers.
 
@@ -84,7 +84,8 @@ async def replica_fetch(request: web.Request) -> web.Response:
                          query("lastFetchedEpoch", -1, INT32_MAX), query("currentLeaderEpoch", -1, INT32_MAX),
                          query("maxBytes", 0, INT32_MAX))
     max_wait = params.query_int(request, "maxWaitMs", 0, minimum=0, maximum=state.settings.max_fetch_wait_ms) or 0
-    result = await state.broker.replica_fetch(tp, fetch, max_wait)
+    min_bytes = params.query_int(request, "minBytes", 1, minimum=1, maximum=INT32_MAX) or 1
+    result = await state.broker.replica_fetch(tp, fetch, max_wait, min_bytes)
     headers = {"X-High-Watermark": str(result.high_watermark), "X-Log-Start-Offset": str(result.log_start_offset),
                "X-Log-End-Offset": str(result.log_end_offset)}
     if result.diverging_epoch is not None:
@@ -143,11 +144,11 @@ class LeaderClient:
         self.tp = tp
         self.http = _Http(leader_url, timeout_s=60)
 
-    def __call__(self, fetch: ReplicaFetch, max_wait_ms: int) -> ReplicaFetchResult:
+    def __call__(self, fetch: ReplicaFetch, max_wait_ms: int, min_bytes: int = 1) -> ReplicaFetchResult:
         query = urllib.parse.urlencode({
             "replicaId": fetch.replica_id, "fetchOffset": fetch.fetch_offset,
             "lastFetchedEpoch": fetch.last_fetched_epoch, "currentLeaderEpoch": fetch.current_leader_epoch,
-            "maxBytes": fetch.max_bytes, "maxWaitMs": max_wait_ms})
+            "maxBytes": fetch.max_bytes, "maxWaitMs": max_wait_ms, "minBytes": min_bytes})
         path = (f"/v1/replication/partitions/{urllib.parse.quote(self.tp.topic)}/{self.tp.partition}/fetch?"
                 + query)
         response = self.http.request("GET", path)

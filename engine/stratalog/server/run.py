@@ -91,7 +91,8 @@ def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> N
 def _replica_set(engine: Engine, broker_id: int, controller_url: str) -> ReplicaSet:
     config = engine.config
     settings = ReplicationSettings(broker_id, config.replica_lag_time_max_ms,
-                                   FetcherSettings(config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms))
+                                   FetcherSettings(config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms,
+                                                   config.replica_fetch_min_bytes))
     return ReplicaSet(engine.manager, settings, ControllerClient(controller_url), LeaderClient, clock=engine.clock)
 
 

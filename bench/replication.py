@@ -1,0 +1,153 @@
+"""Replication on loopback: what three copies cost a producer, and how fast a new leader takes over.
+
+``python -m bench.replication [--seconds 10] [--records-per-batch 100] [--inflight 5] [--failovers 5] [--json F]``
+
+* throughput and p99 of one producer of 100-byte records (Kafka's published replication figures
+  use the same record size and one producer), ``--inflight`` requests outstanding (Kafka's
+  ``max.in.flight.requests.per.connection`` is 5), batches of ``--records-per-batch``:
+  - one copy, acks=1 (an engine without replication: the baseline),
+  - three copies, acks=1 (followers fetch asynchronously),
+  - three copies, acks=all (every in-sync replica has it before the answer);
+  each as a ratio to the baseline. Kafka's figures: three replicas kept 96% of single-copy
+  throughput with asynchronous acks and 51% with acks=all.
+* failover: a steady acks=all producer; the leader is SIGKILLed and the controller told at once
+  (lease detection is not in this figure: part 2's lease timeout adds to it); the time from the
+  kill to the first acknowledged produce on the new leader, median of ``--failovers``.
+
+Three ``stratalog serve`` processes and the tests' HTTP wrapper of the in-process controller
+(``tests/replication_cluster.py``), all on this machine's 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from replication_cluster import ClusterController, Engines  # noqa: E402
+from server_harness import Server, kafka_batch  # noqa: E402
+from stratalog.common.names import TopicPartition  # noqa: E402
+
+TP = TopicPartition("t", 0)
+BATCH_TYPE = {"Content-Type": "application/vnd.kafka.record-batch"}
+
+
+async def produce_for(url: str, seconds: float, records: int, inflight: int, acks: str) -> dict[str, float]:
+    batch = kafka_batch([(None, b"x" * 100)] * records)
+    latencies: list[float] = []
+    sent_bytes = 0
+    deadline = time.perf_counter() + seconds
+    async with aiohttp.ClientSession() as session:
+        async def worker() -> None:
+            nonlocal sent_bytes
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                async with session.post(f"{url}/v1/topics/t/partitions/0/records", data=batch, headers=BATCH_TYPE,
+                                        params={"acks": acks}) as reply:
+                    await reply.read()
+                    if reply.status != 200:
+                        raise RuntimeError(f"produce failed: {reply.status} {await reply.text()}")
+                latencies.append(time.perf_counter() - started)
+                sent_bytes += records * 100
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(inflight)))
+        elapsed = time.perf_counter() - began
+    latencies.sort()
+    return {"mib_per_s": sent_bytes / elapsed / 2**20, "records_per_s": sent_bytes / 100 / elapsed,
+            "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000, "requests": len(latencies)}
+
+
+def single_copy(root: Path, args: argparse.Namespace) -> dict[str, float]:
+    server = Server([root / "single"], log_path=root / "single.log").start()
+    try:
+        server.create_topic("t", 1)
+        return asyncio.run(produce_for(server.base, args.seconds, args.records_per_batch, args.inflight, "1"))
+    finally:
+        server.terminate()
+
+
+def three_copies(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    controller = ClusterController()
+    engines = Engines(root / "rf3", controller, 3, "min.insync.replicas=2")
+    try:
+        controller.controller.create(TP, (0, 1, 2))
+        controller.settle()
+        leader = engines.url(0)
+        out: dict[str, Any] = {}
+        for acks in ("1", "all"):
+            out[f"acks_{acks}"] = asyncio.run(produce_for(leader, args.seconds, args.records_per_batch,
+                                                          args.inflight, acks))
+        out["failover_ms"] = failovers(controller, engines, args.failovers)
+        return out
+    finally:
+        controller.close()
+        engines.stop_all()
+
+
+def failovers(controller: ClusterController, engines: Engines, count: int) -> list[float]:
+    import requests
+    session = requests.Session()
+    batch = kafka_batch([(None, b"x" * 100)])
+    times = []
+    for _ in range(count):
+        state = controller.controller.state(TP)
+        victim = state.leader
+        killed = time.perf_counter()
+        engines.servers[victim].kill()
+        controller.controller.fence(TP, victim)
+        while True:
+            leader = controller.controller.state(TP).leader
+            try:
+                reply = session.post(f"{engines.url(leader)}/v1/topics/t/partitions/0/records", data=batch,
+                                     params={"acks": "all"}, headers=BATCH_TYPE, timeout=10)
+                if reply.status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.001)
+        times.append((time.perf_counter() - killed) * 1000)
+        engines.start(victim)
+        controller.push(victim, TP)
+        deadline = time.monotonic() + 60
+        while len(controller.controller.state(TP).isr) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return times
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--records-per-batch", type=int, default=100)
+    parser.add_argument("--inflight", type=int, default=5)
+    parser.add_argument("--failovers", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="stratalog-replication-") as tmp:
+        root = Path(tmp)
+        base = single_copy(root, args)
+        rf3 = three_copies(root, args)
+    results = {"single_copy_acks_1": base, **{f"rf3_{k}": v for k, v in rf3.items()}}
+    for name in ("single_copy_acks_1", "rf3_acks_1", "rf3_acks_all"):
+        row = results[name]
+        print(f"{name:20s} {row['mib_per_s']:7.2f} MiB/s  {row['records_per_s']:>10,.0f} rec/s  "
+              f"p99 {row['p99_ms']:6.1f} ms  ratio to one copy {row['mib_per_s'] / base['mib_per_s']:.2f}")
+    times = results["rf3_failover_ms"]
+    print(f"failover (SIGKILL of the leader → first acks=all produce acknowledged by the new leader): "
+          f"median {statistics.median(times):.0f} ms over {len(times)} ({', '.join(f'{t:.0f}' for t in times)})")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
