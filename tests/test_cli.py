@@ -15,10 +15,13 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
+from server_harness import Server, disk_state
 
 TIMEOUT = 120
 T0 = 1_700_000_000_000  # explicit timestamps: old ones are fine, message.timestamp.before.max.ms is unbounded
@@ -448,3 +451,183 @@ def test_the_operator_and_agent_commands_arrive_through_the_stratalog_commands_e
         result = cli(command, "--help")
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith(f"usage: stratalog {command} ")
+
+
+# -- bad arguments: one error line naming the argument, nothing on disk touched ---------------
+
+@pytest.mark.parametrize("count", ["0", "-1", "100001"])
+def test_a_partition_count_kafka_refuses_is_refused_before_anything_is_created(tmp_path, data, count):
+    # The directory does not exist yet: `topics create` would create it, so the count is checked first.
+    before = tree(tmp_path)
+    error = refused("topics", "create", "--data-dir", data, "--topic", "orders", "--partitions", count)
+    assert error == f"error: INVALID_PARTITIONS: topic 'orders': --partitions must be between 1 and 100000, got {count}"
+    assert tree(tmp_path) == before and not data.exists()
+    ok("topics", "create", "--data-dir", data, "--topic", "orders", "--partitions", "2")
+    before = tree(tmp_path)
+    error = refused("topics", "alter", "--data-dir", data, "--topic", "orders", "--partitions", count)
+    assert error == f"error: INVALID_PARTITIONS: topic 'orders': --partitions must be between 1 and 100000, got {count}"
+    assert tree(tmp_path) == before
+    assert describe(data, "orders")["partitionCount"] == 2
+
+
+def test_the_broker_refuses_a_partition_count_below_one_for_every_transport(tmp_path):
+    # TopicAdmin is what the CLI, the HTTP API and the Kubernetes agent all call.
+    from stratalog.broker.topics import TopicAdmin
+    from stratalog.common.errors import InvalidPartitionsError
+    from stratalog.storage.log_manager import open_log_manager
+
+    manager = open_log_manager([tmp_path / "data"], create_missing=True)
+    try:
+        admin = TopicAdmin(manager)
+        with pytest.raises(InvalidPartitionsError, match=r"partitions must be between 1 and 100000, got 0"):
+            admin.create_topic("orders", 0)
+        assert manager.topics() == []
+        admin.create_topic("orders", 1)
+        with pytest.raises(InvalidPartitionsError, match=r"partitions must be between 1 and 100000, got 0"):
+            admin.add_partitions("orders", 0)
+        assert len(manager.describe_topic("orders").partitions) == 1
+    finally:
+        manager.close()
+
+
+# (what is wrong with the path, how to make it, the operating system's reason)
+FILE_PROBLEMS = [
+    pytest.param(lambda p: p, "No such file or directory", id="missing"),
+    pytest.param(lambda p: (p.mkdir(), p)[1], "Is a directory", id="a-directory"),
+    pytest.param(lambda p: (p.write_bytes(b""), p / "inside")[1], "Not a directory", id="under-a-file"),
+]
+
+# Every file argument of every command: (its flag, the command with {} where the path goes).
+FILE_ARGUMENTS = [
+    pytest.param("--batch-file", ["produce", "--data-dir", "{data}", "--topic", "orders", "--partition", "0",
+                                  "--batch-file", "{}"], id="produce--batch-file"),
+    pytest.param("--input", ["produce", "--data-dir", "{data}", "--topic", "orders", "--input", "{}"],
+                 id="produce--input"),
+    pytest.param("--files", ["dump-log", "--files", "{}"], id="dump-log--files"),
+    pytest.param("--plan", ["apply-compaction-plan", "--data-dir", "{data}", "--topic", "orders", "--partition", "0",
+                            "--plan", "{}"], id="apply-compaction-plan--plan"),
+]
+
+
+@pytest.mark.parametrize("flag, command", FILE_ARGUMENTS)
+@pytest.mark.parametrize("make, reason", FILE_PROBLEMS)
+def test_a_file_argument_that_cannot_be_read_is_named_with_the_os_reason(tmp_path, data, topic, flag, command,
+                                                                         make, reason):
+    ok("produce", "--data-dir", data, "--topic", topic, "--partition", "0",
+       input=lines_of({"key": "k", "value": "already here", "timestamp": T0}))
+    path = make(tmp_path / "00000000000000000000.log")
+    before = tree(tmp_path)
+    error = refused(*(part.replace("{data}", str(data)).replace("{}", str(path)) for part in command))
+    assert error == f"error: INVALID_REQUEST: {flag} {path}: cannot read: {reason}"
+    assert tree(tmp_path) == before
+    assert [r["value"] for r in consume(data, topic)] == ["already here"]
+
+
+def test_dump_log_names_the_missing_log_of_an_index(tmp_path):
+    index = tmp_path / "00000000000000000000.index"
+    index.write_bytes(b"")
+    error = refused("dump-log", "--files", index)
+    assert error == (f"error: INVALID_REQUEST: --files {index}: its log {tmp_path / '00000000000000000000.log'}: "
+                     "cannot read: No such file or directory")
+
+
+def test_a_plan_header_with_nan_is_refused_naming_the_field(tmp_path, data, topic):
+    keep = tmp_path / "orders-0.keep"
+    keep.write_bytes(b"")
+    (tmp_path / "orders-0.keep.json").write_text('{"format": "stratalog-keep-v1", "topic": "orders", '
+                                                 '"partition": 0, "highWatermark": Infinity, "count": 0, '
+                                                 '"logStartOffset": 0}')
+    before = tree(tmp_path)
+    error = refused("apply-compaction-plan", "--data-dir", data, "--topic", topic, "--partition", "0", "--plan", keep)
+    assert error == (f"error: INVALID_REQUEST: --plan {keep}: its header {keep}.json: field 'highWatermark': "
+                     "Infinity is not valid JSON (JSON numbers are finite)")
+    assert tree(tmp_path) == before
+
+
+NOT_FINITE = "is not valid JSON (JSON numbers are finite)"
+
+
+@pytest.mark.parametrize("line, where, message", [
+    ('{"key": "k", "value": NaN}', "field 'value'", f"NaN {NOT_FINITE}"),
+    ('{"value": "v", "headers": {"h": Infinity}}', "field 'headers.h'", f"Infinity {NOT_FINITE}"),
+    ('{"key": -Infinity, "value": "v"}', "field 'key'", f"-Infinity {NOT_FINITE}"),
+    ('{"value": "v", "headers": [["h", "1"], ["h", NaN]]}', "field 'headers[1][1]'", f"NaN {NOT_FINITE}"),
+    ('{"value": "v", "timestamp": 1e999}', "field 'timestamp'",
+     "1e999 is too large for a 64-bit floating-point number (JSON numbers here must be finite)"),
+    ('NaN', "", f"NaN {NOT_FINITE}"),
+])
+def test_nan_and_infinity_are_refused_naming_the_line_and_field(data, topic, line, where, message):
+    text = lines_of({"key": "k", "value": "fine", "timestamp": T0}) + line + "\n"
+    error = _produce_refused(data, topic, text)
+    at = f"standard input, line 2, {where}" if where else "standard input, line 2"
+    assert error == f"error: INVALID_RECORD: {at}: {message}"
+
+
+def test_nan_in_an_input_file_is_refused_naming_the_file(tmp_path, data, topic):
+    path = tmp_path / "records.jsonl"
+    path.write_text('{"key": "k", "value": 1.5}\n{"key": "k", "value": NaN}\n')
+    error = _produce_refused(data, topic, "", "--input", str(path))
+    assert error == f"error: INVALID_RECORD: {path}, line 2, field 'value': NaN {NOT_FINITE}"
+
+
+def test_input_that_is_not_utf8_is_refused_naming_the_line(data, topic):
+    ok("produce", "--data-dir", data, "--topic", topic, "--partition", "0",
+       input=lines_of({"value": "already here", "timestamp": T0}))
+    before = tree(data)
+    result = subprocess.run([sys.executable, "-m", "stratalog.cli", "produce", "--data-dir", str(data), "--topic",
+                             topic, "--partition", "0"], input=b'{"value": "ok"}\n{"value": "\xff"}\n',
+                            capture_output=True, timeout=TIMEOUT)
+    assert result.returncode == 1
+    assert result.stderr.decode() == "error: INVALID_RECORD: standard input, line 2: not UTF-8 text (byte 11 of the line)\n"
+    assert tree(data) == before
+
+
+# -- --server: the commands the HTTP API serves, against a running `stratalog serve` -----------
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Server]:
+    running = Server([tmp_path / "served"], "--no-schedule").start()
+    yield running
+    assert running.terminate() == 0, running.log()
+
+
+def test_delete_records_and_checkpoint_work_through_a_running_server(served):
+    url, data = served.base, served.data_dirs[0]
+    ok("topics", "create", "--server", url, "--topic", "orders", "--partitions", "2")
+    ok("produce", "--server", url, "--topic", "orders", "--partition", "0",
+       input=lines_of(*({"key": f"k{i}", "value": f"v{i}", "timestamp": T0} for i in range(5))))
+    # The server holds the directory's lock: the local mode is refused, hence --server.
+    for command in (["delete-records", "--topic", "orders", "--partition", "0", "--before-offset", "3"],
+                    ["checkpoint"]):
+        error = refused(*command, "--data-dir", data)
+        assert error.startswith(f"error: KAFKA_STORAGE_ERROR: data directory {data.resolve()} is in use")
+
+    out = json_lines(ok("delete-records", "--server", url, "--topic", "orders", "--partition", "0",
+                        "--before-offset", "3"))
+    assert out == [{"topic": "orders", "partition": 0, "lowWatermark": 3, "segments": 1}]
+    assert served.stats("orders", 0)["logStartOffset"] == 3
+    assert [r["offset"] for r in json_lines(ok("consume", "--server", url, "--topic", "orders"))] == [3, 4]
+
+    before = disk_state(data)
+    error = refused("delete-records", "--server", url, "--topic", "orders", "--partition", "0", "--before-offset", "9")
+    assert error == "error: OFFSET_OUT_OF_RANGE: orders-0: beforeOffset 9 is past the high watermark 5"
+    error = refused("delete-records", "--server", url, "--topic", "orders", "--partition", "7", "--before-offset", "0")
+    assert error.startswith("error: UNKNOWN_TOPIC_OR_PARTITION: ") and "orders-7" in error
+    error = refused("topics", "create", "--server", url, "--topic", "other", "--partitions", "0")
+    assert error == "error: INVALID_PARTITIONS: topic 'other': --partitions must be between 1 and 100000, got 0"
+    error = refused("topics", "alter", "--server", url, "--topic", "orders", "--partitions", "0")
+    assert error == "error: INVALID_PARTITIONS: topic 'orders': --partitions must be between 1 and 100000, got 0"
+    assert disk_state(data) == before
+    assert served.get("/v1/topics/other").status_code == 404
+
+    out = json_lines(ok("checkpoint", "--server", url))
+    assert out == [{"topic": "orders", "partition": 0, "recoveryPoint": 5, "logStartOffset": 3, "highWatermark": 5},
+                   {"topic": "orders", "partition": 1, "recoveryPoint": 0, "logStartOffset": 0, "highWatermark": 0}]
+    assert _checkpoint_entries(data / "log-start-offset-checkpoint")[1] == {"orders 0 3"}
+    assert _checkpoint_entries(data / "recovery-point-offset-checkpoint")[1] == {"orders 0 5", "orders 1 0"}
+    assert _checkpoint_entries(data / "replication-offset-checkpoint")[1] == {"orders 0 5", "orders 1 0"}
+
+    unreachable = refused("delete-records", "--server", "http://127.0.0.1:9", "--topic", "orders", "--partition", "0",
+                          "--before-offset", "0")
+    assert unreachable.startswith("error: NETWORK_EXCEPTION: cannot reach http://127.0.0.1:9")
+    assert refused("checkpoint", "--server", "http://127.0.0.1:9").startswith("error: NETWORK_EXCEPTION: ")

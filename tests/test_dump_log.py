@@ -362,15 +362,15 @@ def test_a_corrupt_producer_snapshot_prints_kafkas_crc_message(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("name, complaint", [
-    ("00000000000000000000.log", "no such file"),
+    ("00000000000000000000.log", "cannot read: No such file or directory"),
     ("00000000000000000000.data", "unknown file type '.data'"),
 ])
-def test_a_missing_file_or_unknown_suffix_is_a_usage_error_naming_the_file(tmp_path, capsys, name, complaint):
-    if complaint != "no such file":
+def test_a_missing_file_or_unknown_suffix_is_one_error_line_naming_the_file(tmp_path, capsys, name, complaint):
+    if "No such file" not in complaint:
         (tmp_path / name).write_bytes(b"")
     code, out, err = dump(capsys, "--files", str(tmp_path / name))
-    assert code == 2 and out == []
-    assert err[0].startswith(f"stratalog dump-log: error: {tmp_path / name}: {complaint}")
+    assert code == 1 and out == [] and len(err) == 1
+    assert err[0].startswith(f"error: INVALID_REQUEST: --files {tmp_path / name}: {complaint}")
 
 
 def test_dump_log_runs_as_a_console_command(codecs_dir):

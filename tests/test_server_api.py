@@ -311,6 +311,15 @@ def _log_append_time_batch() -> bytes:
 
 
 BIG = 2000
+
+NOT_FINITE = "is not valid JSON (JSON numbers are finite)"
+
+
+def _post_json(server: Server, path: str, text: str, *, method: str = "POST") -> requests.Response:
+    """A JSON body sent as written: requests' json= would refuse or rewrite what is under test."""
+    return server.request(method, path, data=text.encode(), headers={"Content-Type": "application/json"})
+
+
 ERROR_CASES: list[tuple[str, Callable[[Server], requests.Response], int, str, str]] = [
     ("bad topic name", lambda s: s.get("/v1/topics/bad!name"), 400, "INVALID_TOPIC_EXCEPTION", "illegal"),
     ("bad topic name on create", lambda s: s.post("/v1/topics", json={"name": "a/b"}), 400,
@@ -380,6 +389,35 @@ ERROR_CASES: list[tuple[str, Callable[[Server], requests.Response], int, str, st
     ("unsupported media type", lambda s: s.post("/v1/topics/err.base/partitions/0/records", data=b"x",
                                                 headers={"Content-Type": "text/plain"}), 415, "INVALID_REQUEST",
      "text/plain"),
+    ("zero partitions added", lambda s: s.post("/v1/topics/err.base/partitions", json={"count": 0}), 400,
+     "INVALID_PARTITIONS", "topic 'err.base': the partition count must be between 1 and"),
+    ("negative partitions", lambda s: s.post("/v1/topics", json={"name": "err.new", "partitions": -1}), 400,
+     "INVALID_PARTITIONS", "topic 'err.new': partitions must be between 1 and"),
+    # NaN, Infinity and -Infinity are not JSON (Python's json takes them): each refused naming its field.
+    ("NaN record value", lambda s: _post_json(s, "/v1/topics/err.base/partitions/0/records",
+                                              '{"records": [{"key": "k", "value": "ok"}, {"key": "k", "value": NaN}]}'),
+     400, "INVALID_REQUEST", f"body field 'records[1].value': NaN {NOT_FINITE}"),
+    ("Infinity header on the topic route",
+     lambda s: _post_json(s, "/v1/topics/err.base/records", '{"records": [{"value": "v", "headers": {"h": Infinity}}]}'),
+     400, "INVALID_REQUEST", f"body field 'records[0].headers.h': Infinity {NOT_FINITE}"),
+    ("-Infinity timestamp", lambda s: _post_json(s, "/v1/topics/err.base/partitions/0/records",
+                                                 '{"records": [{"value": "v", "timestamp": -Infinity}]}'),
+     400, "INVALID_REQUEST", f"body field 'records[0].timestamp': -Infinity {NOT_FINITE}"),
+    ("number overflowing a double", lambda s: _post_json(s, "/v1/topics/err.base/partitions/0/records",
+                                                         '{"records": [{"value": 1e999}]}'),
+     400, "INVALID_REQUEST", "body field 'records[0].value': 1e999 is too large for a 64-bit floating-point number"),
+    ("NaN body", lambda s: _post_json(s, "/v1/topics/err.base/partitions/0/records", "NaN"),
+     400, "INVALID_REQUEST", f"body: NaN {NOT_FINITE}"),
+    ("NaN topic config", lambda s: _post_json(s, "/v1/topics", '{"name": "err.new", "configs": {"retention.ms": NaN}}'),
+     400, "INVALID_REQUEST", f"body field 'configs[\"retention.ms\"]': NaN {NOT_FINITE}"),
+    ("Infinity config change", lambda s: _post_json(s, "/v1/topics/err.base/configs",
+                                                    '{"set": {"retention.ms": Infinity}}', method="PATCH"),
+     400, "INVALID_REQUEST", f"body field 'set[\"retention.ms\"]': Infinity {NOT_FINITE}"),
+    ("NaN partition count", lambda s: _post_json(s, "/v1/topics/err.base/partitions", '{"count": NaN}'),
+     400, "INVALID_REQUEST", f"body field 'count': NaN {NOT_FINITE}"),
+    ("NaN beforeOffset", lambda s: _post_json(s, "/v1/topics/err.base/partitions/0/delete-records",
+                                              '{"beforeOffset": NaN}'),
+     400, "INVALID_REQUEST", f"body field 'beforeOffset': NaN {NOT_FINITE}"),
     ("unknown route", lambda s: s.get("/v1/nothing-here"), 404, "INVALID_REQUEST", "not found"),
     ("wrong method", lambda s: s.request("PUT", "/v1/topics"), 405, "INVALID_REQUEST", "not allowed"),
 ]

@@ -28,11 +28,19 @@ class TopicAdmin:
     def describe_topic(self, topic: str) -> TopicDescription:
         return self.manager.describe_topic(topic)
 
+    @staticmethod
+    def check_partition_count(topic: str, partitions: int, *, where: str = "partitions") -> None:
+        """Kafka's rule for a partition count (create, or the new total when adding): 1 to MAX_PARTITIONS.
+
+        Static, so a caller can refuse a bad count before it opens or creates anything.
+        """
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidPartitionsError(f"topic {topic!r}: {where} must be between 1 and {MAX_PARTITIONS}, "
+                                         f"got {partitions}")
+
     def create_topic(self, topic: str, partitions: int = 1, overrides: Mapping[str, object] | None = None) -> None:
         self._check_name(topic)
-        if not 1 <= partitions <= MAX_PARTITIONS:
-            raise InvalidPartitionsError(f"topic {topic!r}: partitions must be between 1 and {MAX_PARTITIONS}, "
-                                         f"got {partitions}")
+        self.check_partition_count(topic, partitions)
         manager = self.manager
         config = manager.log_config(dict(overrides or {}), where=f"topic {topic!r}")
         with manager.lock:
@@ -43,6 +51,8 @@ class TopicAdmin:
             manager.create_logs(topic, range(partitions), config)
 
     def add_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions (Kafka's CreatePartitions takes the new total)."""
+        self.check_partition_count(topic, total)
         manager = self.manager
         with manager.lock:
             current = manager.describe_topic(topic)
@@ -51,8 +61,6 @@ class TopicAdmin:
                 raise InvalidPartitionsError(
                     f"topic {topic!r} has {count} partitions; the count can only grow (asked for {total})"
                 )
-            if total > MAX_PARTITIONS:
-                raise InvalidPartitionsError(f"topic {topic!r}: at most {MAX_PARTITIONS} partitions")
             manager.create_logs(topic, range(count, total), current.config)
 
     def normalize_overrides(self, topic: str, overrides: Mapping[str, object]) -> dict[str, str]:

@@ -2,7 +2,10 @@
 
 Each subcommand lives in its own module and registers its arguments here.
 Every engine error is reported as one line, ``error: CODE: message``, with
-exit status 1; usage errors exit with 2 (argparse's convention).
+exit status 1, and so is an argument a command cannot act on (a file argument
+that cannot be read: ``error: INVALID_REQUEST: --flag PATH: cannot read: <the
+OS's reason>``), checked before any data directory is opened; a command line
+argparse cannot parse exits with 2 (argparse's convention).
 """
 
 from __future__ import annotations

@@ -1,16 +1,70 @@
-"""What the subcommands share: data-directory arguments, opening the engine, JSON records."""
+"""What the subcommands share: data-directory and file arguments, opening the engine, JSON records."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from stratalog.common.config import parse_key_value_pairs
-from stratalog.common.errors import KafkaStorageError
+from stratalog.common.errors import KafkaStorageError, StratalogError
 from stratalog.storage.log_manager import LogManager, open_log_manager
+
+
+class ArgumentError(StratalogError):
+    """A command-line argument the command cannot act on, e.g. a file that cannot be read.
+
+    Reported like every engine error (``error: INVALID_REQUEST: --flag value: why``,
+    exit 1), and always raised before the data directories are opened, so nothing
+    on disk changes.
+    """
+
+    code = "INVALID_REQUEST"
+
+
+def check_readable_file(flag: str, path: str | Path, *, regular: bool = False) -> Path:
+    """``path`` of the argument ``flag`` if it can be opened for reading; else ``ArgumentError``
+    naming the flag, the path and the operating system's reason (missing, a directory, unreadable).
+
+    A pipe or device (``/dev/stdin``, a shell's ``<(...)``) is taken as it is, without being
+    opened here, unless ``regular`` asks for a regular file.
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if stat.S_ISREG(mode):
+            with open(path, "rb"):
+                pass
+        elif regular:
+            raise ArgumentError(f"{flag} {path}: not a regular file")
+    except OSError as error:
+        raise ArgumentError(f"{flag} {path}: cannot read: {error.strerror or error}") from None
+    return Path(path)
+
+
+def open_file_argument(flag: str, path: str | Path) -> BinaryIO:
+    """The file of the argument ``flag``, opened for reading in binary; errors as ``check_readable_file``."""
+    check_readable_file(flag, path)
+    try:
+        return open(path, "rb")
+    except OSError as error:
+        raise ArgumentError(f"{flag} {path}: cannot read: {error.strerror or error}") from None
+
+
+def read_file_argument(flag: str, path: str | Path) -> bytes:
+    """The whole file of the argument ``flag``; errors (also while reading) as ``check_readable_file``."""
+    with open_file_argument(flag, path) as file:
+        try:
+            return file.read()
+        except OSError as error:
+            raise ArgumentError(f"{flag} {path}: cannot read: {error.strerror or error}") from None
 
 
 def add_data_dirs(parser: argparse.ArgumentParser, *, server: bool = False) -> None:

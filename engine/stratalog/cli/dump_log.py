@@ -38,6 +38,7 @@ from stratalog.common.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from stratalog.records import NO_TIMESTAMP, peek_batch
 from stratalog.records.varint import Buffer
 from stratalog.common.limits import INT32_MAX
+from stratalog.cli.common import ArgumentError, check_readable_file
 
 MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default: how far an index dump reads
 _KINDS = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
@@ -89,10 +90,7 @@ class _Reports:
 
 def run(args: argparse.Namespace) -> int:
     files = [f for f in args.files.split(",") if f]
-    problem = _check_files(files)
-    if problem is not None:
-        print(f"stratalog dump-log: error: {problem}", file=sys.stderr)
-        return 2
+    _check_files(files)
     reports = _Reports()
     deep = args.deep_iteration or args.print_data_log
     out = sys.stdout
@@ -139,22 +137,21 @@ def _base_offset(path: Path) -> int:
     return int(path.name.split(".")[0])
 
 
-def _check_files(files: list[str]) -> str | None:
+def _check_files(files: list[str]) -> None:
+    """Every file before the first is dumped: ``ArgumentError`` (``error: INVALID_REQUEST: --files NAME:
+    why``, exit 1) for one that cannot be read, has no dumpable type, or whose log is missing."""
     if not files:
-        return "--files names no file"
+        raise ArgumentError("--files names no file")
     for name in files:
-        path = Path(name)
-        if not path.exists():
-            return f"{name}: no such file"
-        if not path.is_file():
-            return f"{name}: not a regular file"
+        path = check_readable_file("--files", name, regular=True)
         if _kind(path) not in _KINDS:
-            return f"{name}: unknown file type {_kind(path) or '(no suffix)'!r}; expected one of {', '.join(_KINDS)}"
+            raise ArgumentError(f"--files {name}: unknown file type {_kind(path) or '(no suffix)'!r}; expected one "
+                                f"of {', '.join(_KINDS)}")
         if _kind(path) != ".snapshot" and not path.name.split(".")[0].isdigit():
-            return f"{name}: the name must start with the segment's base offset (e.g. 00000000000000000000.log)"
-        if _kind(path) in (".index", ".timeindex") and not _log_of(path).exists():
-            return f"{name}: its log {_log_of(path)} does not exist (an index is checked against its log)"
-    return None
+            raise ArgumentError(f"--files {name}: the name must start with the segment's base offset "
+                                "(e.g. 00000000000000000000.log)")
+        if _kind(path) in (".index", ".timeindex"):
+            check_readable_file(f"--files {name}: its log", _log_of(path), regular=True)
 
 
 def _log_of(index: Path) -> Path:

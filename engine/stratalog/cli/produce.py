@@ -10,14 +10,16 @@ import argparse
 import sys
 import time
 from collections import defaultdict
-from typing import Any
+from typing import Any, BinaryIO
 
-from stratalog.common.errors import CorruptRecordError, InvalidPartitionsError, RecordBatchTooLargeError
+from stratalog.common.errors import CorruptRecordError, InvalidPartitionsError, InvalidRecordError, \
+    RecordBatchTooLargeError
 from stratalog.records.json_form import record_from_json_line
 from stratalog.broker.partitioner import partition_for_key
 from stratalog.records import Compression, Record, build_batch, iter_batch_infos, validate_batch
 from stratalog.storage.validation import validate_leader_batch
-from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
+from stratalog.cli.common import add_data_dirs, add_engine_config, open_file_argument, opened, print_json, \
+    read_file_argument
 from stratalog.cli.remote import Client, check_local_only, topic_path
 
 
@@ -39,18 +41,19 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.batch_records < 1:
         raise SystemExit("stratalog produce: --batch-records must be at least 1")
+    # The file arguments are read (or at least opened) before the directories are, so a bad
+    # one is refused with nothing on disk touched.
+    raw = _read_batch_file(args.batch_file, args.partition or 0) if args.batch_file else None
+    source = None if raw is not None else _open_input(args)
     if args.server:
-        return _run_remote(args)
+        return _run_remote(args, raw, source)
     with opened(args) as manager:
         partitions = len(manager.describe_topic(args.topic).partitions)
         if args.partition is not None and not 0 <= args.partition < partitions:
             raise InvalidPartitionsError(
                 f"topic {args.topic!r} has partitions 0..{partitions - 1}; --partition {args.partition} does not exist"
             )
-        if args.batch_file:
-            batches = _read_batch_file(args.batch_file, args.partition or 0)
-        else:
-            batches = _batches_from_json(args, partitions)
+        batches = raw if raw is not None else _batches_from_json(args, source, partitions)
         # Every batch passes the log's own checks before the first is appended, so bad input
         # anywhere leaves every partition as it was.
         now = time.time_ns() // 1_000_000
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_remote(args: argparse.Namespace) -> int:
+def _run_remote(args: argparse.Namespace, raw: list[tuple[int, bytes]] | None, source: BinaryIO | None) -> int:
     """The same batches as the local mode, built here and sent raw; --flush becomes acks=all per batch."""
     check_local_only(args, "engine_config")
     client = Client(args.server)
@@ -81,10 +84,7 @@ def _run_remote(args: argparse.Namespace) -> int:
         raise InvalidPartitionsError(
             f"topic {args.topic!r} has partitions 0..{partitions - 1}; --partition {args.partition} does not exist"
         )
-    if args.batch_file:
-        batches = _read_batch_file(args.batch_file, args.partition or 0)
-    else:
-        batches = _batches_from_json(args, partitions)
+    batches = raw if raw is not None else _batches_from_json(args, source, partitions)
     for partition, batch in batches:
         info = client.produce_batch(args.topic, partition, batch, fsync=args.flush)
         print_json({"topic": args.topic, "partition": partition, "baseOffset": info["baseOffset"],
@@ -94,8 +94,7 @@ def _run_remote(args: argparse.Namespace) -> int:
 
 
 def _read_batch_file(path: str, partition: int) -> list[tuple[int, bytes]]:
-    with open(path, "rb") as file:
-        data = file.read()
+    data = read_file_argument("--batch-file", path)
     infos = list(iter_batch_infos(data, source=path))
     for info in infos:
         if info.magic >= 2:
@@ -108,14 +107,26 @@ def _read_batch_file(path: str, partition: int) -> list[tuple[int, bytes]]:
     return batches
 
 
-def _batches_from_json(args: argparse.Namespace, partitions: int) -> list[tuple[int, bytes]]:
-    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+def _open_input(args: argparse.Namespace) -> BinaryIO:
+    if args.input == "-":
+        return sys.stdin.buffer
+    return open_file_argument("--input", args.input)
+
+
+def _batches_from_json(args: argparse.Namespace, source: BinaryIO | None, partitions: int
+                       ) -> list[tuple[int, bytes]]:
+    assert source is not None
     name = "standard input" if args.input == "-" else args.input
     now = time.time_ns() // 1_000_000
     grouped: dict[int, list[Record]] = defaultdict(list)
     round_robin = 0
     with source:
-        for number, line in enumerate(source, start=1):
+        for number, raw_line in enumerate(source, start=1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InvalidRecordError(f"{name}, line {number}: not UTF-8 text (byte {error.start} of the line)") \
+                    from None
             if not line.strip():
                 continue
             record = record_from_json_line(line, offset=0, now_ms=now, where=f"{name}, line {number}")

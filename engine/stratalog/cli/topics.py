@@ -34,14 +34,22 @@ def _require_topic(args: argparse.Namespace) -> str:
     return topic
 
 
+def _check_partitions(args: argparse.Namespace) -> None:
+    """A count Kafka refuses (below 1, or over MAX_PARTITIONS) is refused before any directory is opened or created."""
+    if args.partitions is None or args.action not in ("create", "alter"):
+        return
+    TopicAdmin.check_partition_count(_require_topic(args), args.partitions, where="--partitions")
+
+
 def run(args: argparse.Namespace) -> int:
     overrides = parse_key_value_pairs(args.config, where="--config")
+    _check_partitions(args)
     if args.server:
         return _run_remote(args, overrides)
     with opened(args, create_missing=args.action == "create") as manager:
         if args.action == "create":
             topic = _require_topic(args)
-            TopicAdmin(manager).create_topic(topic, args.partitions or 1, overrides)
+            TopicAdmin(manager).create_topic(topic, 1 if args.partitions is None else args.partitions, overrides)
             print(f"Created topic {topic}.")
         elif args.action == "alter":
             topic = _require_topic(args)
@@ -72,7 +80,8 @@ def _run_remote(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     client = Client(args.server)
     if args.action == "create":
         topic = _require_topic(args)
-        client.json("POST", "/v1/topics", body={"name": topic, "partitions": args.partitions or 1,
+        client.json("POST", "/v1/topics", body={"name": topic,
+                                                 "partitions": 1 if args.partitions is None else args.partitions,
                                                  "configs": overrides})
         print(f"Created topic {topic}.")
     elif args.action == "alter":

@@ -15,6 +15,7 @@ import binascii
 import json
 from typing import Any
 
+from stratalog.common import strict_json
 from stratalog.common.errors import InvalidRecordError
 from stratalog.records import Header, Record, TimestampType
 
@@ -123,8 +124,15 @@ def record_from_dict(obj: Any, *, offset: int, now_ms: int, where: str) -> Recor
 
 
 def record_from_json_line(line: str, *, offset: int, now_ms: int, where: str) -> Record:
+    """One JSON line as a record; NaN, Infinity and -Infinity (not JSON, though Python's json takes them)
+    are refused naming the field, rather than stored as the text ``NaN``."""
     try:
-        obj = json.loads(line)
+        obj = strict_json.loads(line)
+    except strict_json.NonFiniteNumberError as error:
+        at = f"{where}, field {error.path!r}" if error.path else where
+        raise InvalidRecordError(f"{at}: {error}") from None
     except json.JSONDecodeError as error:
         raise InvalidRecordError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
+    except RecursionError:
+        raise InvalidRecordError(f"{where}: JSON nested too deeply") from None
     return record_from_dict(obj, offset=offset, now_ms=now_ms, where=where)

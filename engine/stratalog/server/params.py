@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from stratalog.common import strict_json
 from stratalog.common.names import validate_topic_name
 from stratalog.server.errors import BodyTooLargeError, RequestError
 from stratalog.common.limits import INT32_MAX, INT64_MIN, INT64_MAX
@@ -124,8 +125,12 @@ async def read_body(request: web.Request, limit: int) -> bytes:
 
 
 def parse_json(data: bytes, where: str = "body") -> Any:
+    """The body as JSON; NaN, Infinity and -Infinity (which Python's json would take) are refused by field."""
     try:
-        return json.loads(data)
+        return strict_json.loads(data)
+    except strict_json.NonFiniteNumberError as error:
+        at = f"{where} field {error.path!r}" if error.path else where
+        raise RequestError(f"{at}: {error}") from None
     except UnicodeDecodeError:
         raise RequestError(f"{where}: not UTF-8 text") from None
     except json.JSONDecodeError as error:
