@@ -201,6 +201,12 @@ def test_acknowledged_records_survive_sigkills_of_leaders_and_followers(cluster,
         assert end == len(final)
         workload.resume()
     workload.stop()
+    stats = wait_for("the last records replicated", lambda: settled(controller, engines))
+    end = next(iter(stats.values()))["highWatermark"]
+    engines.stop_all()
+    for broker in range(3):   # every replica, followers too, checkpointed its high watermark
+        checkpoint = (tmp_path / f"broker-{broker}" / "replication-offset-checkpoint").read_text().split("\n")
+        assert "t 0 %d" % end in checkpoint, (broker, checkpoint)
     final = dict(records_of(log_bytes(tmp_path / "broker-0")))
     phantom = {o: v for o, v in workload.read.items() if final.get(o) != v}
     assert not phantom, f"a consumer read records that are not in the final log: {sorted(phantom.items())[:5]}"
