@@ -79,6 +79,7 @@ def single_copy(root: Path, args: argparse.Namespace) -> dict[str, float]:
 
 def three_copies(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     controller = ClusterController()
+    (root / "rf3").mkdir()
     engines = Engines(root / "rf3", controller, 3, "min.insync.replicas=2")
     try:
         controller.controller.create(TP, (0, 1, 2))
