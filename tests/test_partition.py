@@ -327,3 +327,22 @@ def test_a_follower_takes_the_leaders_log_start_offset_and_checkpoints_its_high_
     c.log(0).maybe_increment_log_start_offset(2)
     c.fetch(1, 0)
     assert c.log(1).log_start_offset == 2 and c.log(1).high_watermark == 3
+
+
+def test_a_leader_whose_lease_lapsed_acknowledges_nothing_even_before_it_hears_of_its_replacement(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    leader = c.partitions[0]
+    last = c.produce(0, b"before the pause", acks=-1)
+    lease = {"valid": True}
+    leader.may_lead = lambda: lease["valid"]
+    lease["valid"] = False                  # paused past its lease; no new state has reached it
+    with pytest.raises(NotLeaderOrFollowerError, match="lease has lapsed"):
+        leader.acks_all_complete(last, 0)
+    with pytest.raises(NotLeaderOrFollowerError, match="lease has lapsed"):
+        c.produce(0, b"from a zombie", acks=1)
+    with pytest.raises(NotLeaderOrFollowerError, match="lease has lapsed"):
+        leader.fetch_for_follower(c.partitions[1].next_fetch(1 << 20))
+    lease["valid"] = True                   # renewed, and still the leader by the controller's word
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    assert leader.acks_all_complete(last, 0)

@@ -74,12 +74,17 @@ class Truncation:
 
 class Partition:
     def __init__(self, log: Log, local_id: int, controller: Controller, *, clock: Clock,
-                 replica_lag_time_max_ms: int = 30_000, high_watermark: int | None = None) -> None:
+                 replica_lag_time_max_ms: int = 30_000, high_watermark: int | None = None,
+                 may_lead: Callable[[], bool] = lambda: True) -> None:
         self.log = log
         self.local_id = local_id
         self.controller = controller
         self.clock = clock
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # Whether this engine may still act as a leader: False once its liveness lease has lapsed
+        # (it cannot know whether the controller has moved on). Leases alone do not fence, so a
+        # leader checks this before it acknowledges anything (a paused leader that wakes up).
+        self.may_lead = may_lead
         self.state: PartitionState | None = None
         self.remotes: dict[int, RemoteReplica] = {}
         self.pending_isr: tuple[int, ...] | None = None
@@ -140,7 +145,14 @@ class Partition:
             leader = "none" if state is None or state.leader < 0 else f"replica {state.leader}"
             raise NotLeaderOrFollowerError(
                 f"{what} {self.log.topic_partition}: replica {self.local_id} is not its leader (leader: {leader})")
+        self._require_lease(what)
         return state
+
+    def _require_lease(self, what: str) -> None:
+        if not self.may_lead():
+            raise NotLeaderOrFollowerError(
+                f"{what} {self.log.topic_partition}: replica {self.local_id}'s lease has lapsed; it acknowledges "
+                "nothing until the controller has said who leads")
 
     def _check_epoch(self, epoch: int, what: str) -> None:
         assert self.state is not None
@@ -180,6 +192,7 @@ class Partition:
                 raise NotLeaderOrFollowerError(
                     f"produce to {self.log.topic_partition}: leadership moved (epoch {leader_epoch} is over) before "
                     "the in-sync replicas had the batch; it may or may not survive")
+            self._require_lease("produce to")
             if self.log.high_watermark <= last_offset:
                 return False
             if len(state.isr) < self.min_insync_replicas:

@@ -41,13 +41,15 @@ class ReplicationSettings:
 class ReplicaSet:
     def __init__(self, manager: LogManager, settings: ReplicationSettings, controller: Controller,
                  client_factory: ClientFactory, *, clock: Callable[[], int],
-                 on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None) -> None:
+                 on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
+                 may_lead: Callable[[], bool] = lambda: True) -> None:
         self.manager = manager
         self.settings = settings
         self.controller = controller
         self.client_factory = client_factory
         self.clock = clock
         self.on_high_watermark = on_high_watermark
+        self.may_lead = may_lead   # the engine's liveness lease (an agent's); always True without one
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[TopicPartition, ReplicaFetcher] = {}
         self.endpoints: dict[int, str] = {}
@@ -76,7 +78,8 @@ class ReplicaSet:
                 log = self.manager.get_log(tp.topic, tp.partition)
                 partition = Partition(log, self.broker_id, self.controller, clock=self.clock,
                                       replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
-                                      high_watermark=self.manager.checkpointed_high_watermarks.get(tp))
+                                      high_watermark=self.manager.checkpointed_high_watermarks.get(tp),
+                                      may_lead=self.may_lead)
                 self.partitions[tp] = partition
             before = partition.log.high_watermark
             partition.apply_state(state)

@@ -1,0 +1,104 @@
+"""Who leads each partition, decided from the agents' Leases, without I/O (Kafka's controller elections).
+
+The controller reads every Topic's partition records and every LogDir agent's Lease, calls
+``plan_leadership``, and writes back only the records that change, each by compare-and-swap on
+the Topic's ``resourceVersion``. Keeping the decision a pure function makes every rule below a
+plain unit test:
+
+* A leader whose agent is gone (its Lease lapsed) or shutting down (controlled shutdown) hands
+  over to the first replica, in assignment order, that is in the ISR and alive and staying. The
+  old leader leaves the ISR; the leader epoch moves, which fences it (KIP-101, KIP-320).
+* With no such replica the partition goes offline (no leader, ISR kept as the record of who
+  has everything), unless ``unclean.leader.election.enable`` lets the first alive replica lead
+  with an ISR of itself, at the price of what only the ISR had.
+* An offline partition gets a leader again as soon as an ISR member is alive.
+* A follower whose agent is gone or shutting down leaves the ISR (the leader stays), so
+  ``acks=all`` does not wait for it; it rejoins through the leader's ISR expansion once it has
+  caught up.
+* Preferred leaders: leadership returns to the first replica of the assignment once it is alive
+  and in the ISR (``auto.leader.rebalance.enable``).
+
+Every change moves the partition epoch; a leader change also moves the leader epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Set
+from dataclasses import dataclass, replace
+
+__all__ = ["PartitionRecord", "Election", "plan_leadership"]
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    """One partition's replication state as the Topic's status keeps it (KRaft's PartitionRecord)."""
+
+    partition: int
+    replicas: tuple[str, ...]      # LogDir names, preferred leader first
+    leader: str | None             # None: offline
+    leader_epoch: int
+    isr: tuple[str, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True)
+class Election:
+    """A change the controller should write, and why (for the Topic's events)."""
+
+    before: PartitionRecord
+    after: PartitionRecord
+    reason: str   # LeaderLost, ControlledShutdown, Unclean, Offline, Online, IsrShrink, PreferredLeader
+
+
+def _ordered(replicas: tuple[str, ...], members: Iterable[str]) -> tuple[str, ...]:
+    chosen = set(members)
+    return tuple(r for r in replicas if r in chosen)
+
+
+def _bump(record: PartitionRecord, *, leader: str | None, isr: Iterable[str], new_leader_epoch: bool) -> PartitionRecord:
+    return replace(record, leader=leader, isr=_ordered(record.replicas, isr),
+                   leader_epoch=record.leader_epoch + (1 if new_leader_epoch else 0),
+                   partition_epoch=record.partition_epoch + 1)
+
+
+def _plan_one(record: PartitionRecord, alive: Set[str], leaving: Set[str], unclean: bool,
+              rebalance: bool) -> Election | None:
+    usable = {r for r in record.replicas if r in alive and r not in leaving}
+    leader = record.leader
+    if leader is not None and leader in usable:
+        lost = [r for r in record.isr if r != leader and (r not in alive or r in leaving)]
+        if lost:
+            after = _bump(record, leader=leader, isr=[r for r in record.isr if r not in lost], new_leader_epoch=False)
+            return Election(record, after, "IsrShrink")
+        preferred = record.replicas[0]
+        if rebalance and leader != preferred and preferred in usable and preferred in record.isr:
+            return Election(record, _bump(record, leader=preferred, isr=record.isr, new_leader_epoch=True),
+                            "PreferredLeader")
+        return None
+    # The leader is gone, leaving, or there is none: the next ISR member that can lead.
+    candidates = [r for r in record.replicas if r in record.isr and r in usable]
+    if candidates:
+        isr = [r for r in record.isr if r in alive]   # a leaving leader is out of the ISR too
+        isr = [r for r in isr if r not in leaving or r == candidates[0]]
+        reason = "Online" if leader is None else ("ControlledShutdown" if leader in leaving else "LeaderLost")
+        return Election(record, _bump(record, leader=candidates[0], isr=isr, new_leader_epoch=True), reason)
+    if unclean:
+        outsiders = [r for r in record.replicas if r in usable]
+        if outsiders:
+            return Election(record, _bump(record, leader=outsiders[0], isr=[outsiders[0]], new_leader_epoch=True),
+                            "Unclean")
+    if leader is None:
+        return None  # already offline, nothing new
+    return Election(record, _bump(record, leader=None, isr=record.isr, new_leader_epoch=True), "Offline")
+
+
+def plan_leadership(records: Iterable[PartitionRecord], alive: Set[str], *, leaving: Set[str] = frozenset(),
+                    unclean: bool = False, rebalance: bool = True) -> list[Election]:
+    """The changes to make now, given which agents hold a live Lease (``alive``) and which are
+    shutting down (``leaving``: alive, but handing their leaderships over first)."""
+    changes = []
+    for record in records:
+        election = _plan_one(record, alive, leaving, unclean, rebalance)
+        if election is not None:
+            changes.append(election)
+    return changes
