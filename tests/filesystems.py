@@ -14,7 +14,10 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 
 def _run(*command: str) -> None:
@@ -105,3 +108,19 @@ class Ext4:
 
     def unmount(self) -> None:
         subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Iterator[Tmpfs]:
+    """A 2 MiB tmpfs at ``tmp_path/small``."""
+    fs = Tmpfs(tmp_path / "small", size="2m")
+    yield fs
+    fs.unmount()
+
+
+@pytest.fixture
+def ext4(tmp_path: Path) -> Iterator[Ext4]:
+    """A 32 MiB ext4 (loop device, errors=remount-ro) at ``tmp_path/ext4``."""
+    fs = Ext4(tmp_path / "ext4", tmp_path / "ext4.img")
+    yield fs
+    fs.unmount()

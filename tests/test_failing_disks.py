@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from filesystems import Ext4, Tmpfs
+from filesystems import Ext4, Tmpfs, ext4, small  # noqa: F401 - fixtures
 from stratalog.broker.topics import TopicAdmin
 from stratalog.common import crash_points
 from stratalog.common.config import EngineConfig
@@ -32,22 +32,8 @@ NOW = 1_700_000_000_000
 
 
 @pytest.fixture
-def small(tmp_path: Path) -> Iterator[Tmpfs]:
-    fs = Tmpfs(tmp_path / "small", size="2m")
-    yield fs
-    fs.unmount()
-
-
-@pytest.fixture
 def tiny_inodes(tmp_path: Path) -> Iterator[Tmpfs]:
     fs = Tmpfs(tmp_path / "inodes", size="8m", inodes=64)
-    yield fs
-    fs.unmount()
-
-
-@pytest.fixture
-def ext4(tmp_path: Path) -> Iterator[Ext4]:
-    fs = Ext4(tmp_path / "ext4", tmp_path / "ext4.img")
     yield fs
     fs.unmount()
 

@@ -16,22 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from filesystems import Ext4, Tmpfs
+from filesystems import Ext4, Tmpfs, ext4, small  # noqa: F401 - fixtures
 from server_harness import Server, kafka_batch
-
-
-@pytest.fixture
-def small(tmp_path: Path) -> Iterator[Tmpfs]:
-    fs = Tmpfs(tmp_path / "small", size="2m")
-    yield fs
-    fs.unmount()
-
-
-@pytest.fixture
-def ext4(tmp_path: Path) -> Iterator[Ext4]:
-    fs = Ext4(tmp_path / "ext4", tmp_path / "ext4.img")
-    yield fs
-    fs.unmount()
 
 
 def partitions_by_dir(server: Server, topic: str, partitions: int) -> dict[Path, int]:
