@@ -71,6 +71,13 @@ def register(sub: Any) -> None:
                     help="write unchanged figures into Topic status at most this often (default 300)")
     ag.add_argument("--status-min-interval", type=float, default=10.0, metavar="SECONDS",
                     help="write changed figures at most this often per Topic (default 10)")
+    ag.add_argument("--broker-session-timeout-ms", type=int, default=9000, metavar="MS",
+                    help="the agent's Lease lasts this long without a renewal (Kafka's broker.session.timeout.ms)")
+    ag.add_argument("--broker-heartbeat-interval-ms", type=int, default=2000, metavar="MS",
+                    help="how often the agent renews its Lease (Kafka's broker.heartbeat.interval.ms)")
+    ag.add_argument("--advertise", default=None, metavar="URL",
+                    help="where other agents and clients reach this engine (default: the address it listens on; "
+                         "in a cluster, the LogDir's Service)")
     ag.add_argument("--disk-pressure-free-ratio", type=float, default=0.1,
                     help="DiskPressure when a volume's free space falls under this share (default 0.1)")
     ag.add_argument("--log-level", default=os.environ.get("STRATALOG_LOG_LEVEL", "INFO"),

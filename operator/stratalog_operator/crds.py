@@ -403,6 +403,28 @@ def topic_crd() -> Schema:
                     },
                 },
             },
+            "partitions": {
+                "type": "array",
+                "description": "Replication state of each partition, as the controller decides it (KRaft's "
+                               "PartitionRecord): written only by compare-and-swap on resourceVersion.",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["partition"],
+                "items": {
+                    "type": "object",
+                    "required": ["partition", "replicas", "leaderEpoch", "isr", "partitionEpoch"],
+                    "properties": {
+                        "partition": {"type": "integer", "format": "int32", "minimum": 0},
+                        "replicas": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "atomic",
+                                     "description": "LogDirs holding a replica, preferred leader first."},
+                        "leader": {"type": "string", "nullable": True,
+                                   "description": "The LogDir leading it; null while it is offline."},
+                        "leaderEpoch": {"type": "integer", "format": "int32", "minimum": 0},
+                        "isr": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "atomic",
+                                "description": "In-sync replicas."},
+                        "partitionEpoch": {"type": "integer", "format": "int32", "minimum": 0},
+                    },
+                },
+            },
             "logDirs": {
                 "type": "object",
                 "description": "Per-LogDir, per-partition figures reported by each LogDir's agent "

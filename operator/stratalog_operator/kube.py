@@ -36,6 +36,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "StatefulSet": ("/apis/apps/v1", "statefulsets"),
     "LogDir": (f"/apis/{API_VERSION}", "logdirs"),
     "Topic": (f"/apis/{API_VERSION}", "topics"),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
 }
 
 PATCH_TYPES = {

@@ -31,6 +31,9 @@ class OperatorMetrics:
                              registry=self.registry)
         self.errors = Counter(f"{prefix}_reconcile_errors", "Reconciles that failed (and are retried).",
                               ["kind"], registry=self.registry)
+        self.elections = Counter(f"{prefix}_partition_elections", "Partition records changed by the controller, "
+                                 "by reason (LeaderLost, ControlledShutdown, IsrShrink, PreferredLeader, ...).",
+                                 ["reason"], registry=self.registry)
         self.last_activity = time.monotonic()
 
     def wrote(self, verb: str, kind: str) -> None:

@@ -12,12 +12,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import kopf
+from aiohttp import web
 from kopf._core.intents.registries import SmartOperatorRegistry  # OperatorRegistry + default logins
 
 from stratalog.common.properties import parse_properties
@@ -32,6 +35,7 @@ from ..metrics import OperatorMetrics
 from ..names import GROUP, agent_timer_finalizer
 from .agent import Agent, AgentSettings, agent_manager
 from .figures import WritePolicy
+from .lease import AgentLease
 from .handlers import AgentRuntime, Intervals
 
 __all__ = ["AgentRunOptions", "run_agent", "main"]
@@ -50,6 +54,9 @@ class AgentRunOptions:
     status_min_interval: float = 10.0
     status_interval: float = 300.0
     disk_pressure_free_ratio: float = 0.1
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    advertise: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AgentRunOptions:
@@ -58,8 +65,12 @@ class AgentRunOptions:
             props.update(parse_properties(args.config_file))
         props.update(parse_key_value_pairs(args.config, where="--config"))
         host, port = args.listen
+        if not 0 < args.broker_heartbeat_interval_ms < args.broker_session_timeout_ms:
+            raise SystemExit("stratalog agent: --broker-heartbeat-interval-ms must be positive and shorter than "
+                             "--broker-session-timeout-ms")
         return cls(args.logdir, args.namespace, list(args.data_dirs), host, port, props,
-                   args.status_min_interval, args.status_interval, args.disk_pressure_free_ratio)
+                   args.status_min_interval, args.status_interval, args.disk_pressure_free_ratio,
+                   args.broker_session_timeout_ms, args.broker_heartbeat_interval_ms, args.advertise)
 
 
 def settings_for(options: AgentRunOptions) -> kopf.OperatorSettings:
@@ -94,6 +105,7 @@ async def run_agent(options: AgentRunOptions) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     runtime: AgentRuntime | None = None
+    lease: AgentLease | None = None
     status = 0
     try:
         await loop.run_in_executor(state.broker.maintenance, engine.start)
@@ -101,6 +113,12 @@ async def run_agent(options: AgentRunOptions) -> int:
         logger.info("LogDir %s: engine open on %s (%d partitions)", options.logdir,
                     ", ".join(map(str, options.data_dirs)), len(engine.manager.logs()))
         kube = Kube(field_manager=agent_manager(options.logdir), on_write=metrics.wrote)
+        advertised = options.advertise or _bound_url(runner)
+        lease = AgentLease(kube, options.namespace, options.logdir, f"{socket.gethostname()}-{os.getpid()}",
+                           session_timeout_ms=options.broker_session_timeout_ms,
+                           heartbeat_interval_ms=options.broker_heartbeat_interval_ms,
+                           advertised_url=advertised)
+        await loop.run_in_executor(None, lease.start)
         agent = Agent(kube, engine, AgentSettings(
             options.logdir, options.namespace,
             WritePolicy(options.status_min_interval, options.status_interval),
@@ -125,6 +143,8 @@ async def run_agent(options: AgentRunOptions) -> int:
         await runner.cleanup()
         if runtime is not None:
             await loop.run_in_executor(None, runtime.shutdown)
+        if lease is not None:
+            await loop.run_in_executor(None, lease.stop)
         await loop.run_in_executor(None, state.shutdown_pools)
         if engine.ready:
             report = await loop.run_in_executor(None, engine.stop)
@@ -132,6 +152,15 @@ async def run_agent(options: AgentRunOptions) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     return status
+
+
+def _bound_url(runner: web.AppRunner) -> str | None:
+    for address in runner.addresses:
+        host, port = address[0], address[1]
+        if host in ("0.0.0.0", "::"):
+            host = socket.gethostname()
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return None
 
 
 def main(options: AgentRunOptions, *, log_level: str = "INFO") -> int:

@@ -20,15 +20,18 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from typing import Any
 
 import kopf
 
 from ..children import AgentOptions
 from ..kube import Kube
+from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs
 from ..metrics import OperatorMetrics
-from ..names import GROUP, LABEL_LOGDIR, LABEL_MANAGED_BY, LOGDIRS, TOPICS, VERSION
+from ..names import GROUP, LABEL_LOGDIR, LABEL_MANAGED_BY, LOGDIRS, TOPICS, VERSION, is_paused, is_unmanaged
 from ..outcome import Outcome
+from .leadership import elect_topic
 from .logdirs import reconcile_logdir
 from .topics import effective_name, reconcile_topic
 
@@ -46,8 +49,10 @@ def _plain(body: Mapping[str, Any]) -> Json:
 
 class Controller:
     def __init__(self, kube: Kube, options: AgentOptions, metrics: OperatorMetrics, *,
-                 resync_seconds: float = 300.0) -> None:
+                 resync_seconds: float = 300.0, election_seconds: float = 1.0) -> None:
         self.kube = kube
+        self.election_seconds = election_seconds
+        self._election_task: asyncio.Task[None] | None = None
         self.options = options
         self.metrics = metrics
         self.resync_seconds = resync_seconds
@@ -142,12 +147,14 @@ class Controller:
         @kopf.on.startup(registry=registry)
         async def started(**_: Any) -> None:
             self._resync_task = asyncio.create_task(self._resync_loop())
+            self._election_task = asyncio.create_task(self._election_loop())
 
         @kopf.on.cleanup(registry=registry)
         async def cleanup(**_: Any) -> None:
             # A task left running makes kopf wait 5 s for "hung tasks" before it exits.
-            if self._resync_task is not None:
-                self._resync_task.cancel()
+            for loop_task in (self._resync_task, self._election_task):
+                if loop_task is not None:
+                    loop_task.cancel()
             for task in self._retries.values():
                 task.cancel()
             self.worker.shutdown(wait=True, cancel_futures=True)
@@ -215,6 +222,36 @@ class Controller:
                       id="statefulset_event")(child_event)
         kopf.on.event("", "v1", "services", labels=managed, registry=registry, id="service_event")(child_event)
         kopf.on.event("", "v1", "configmaps", labels=managed, registry=registry, id="configmap_event")(child_event)
+
+    async def _election_loop(self) -> None:
+        # Lease expiry is a time, not an event: look every election_seconds (Kafka's controller
+        # checks broker sessions the same way). Runs on the reconcile worker, never beside a reconcile.
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.election_seconds)
+            try:
+                await loop.run_in_executor(self.worker, self.elect_all)
+            except Exception:  # noqa: BLE001 - the next tick tries again
+                logger.exception("elections failed")
+
+    def elect_all(self) -> int:
+        """One election round over every managed Topic; the number of partitions whose record changed."""
+        changed = 0
+        now = datetime.now(timezone.utc)
+        for namespace in sorted({ns for _, ns, _ in self.topics}):
+            leases = self.kube.list("Lease", namespace, label_selector=AGENT_LEASE_SELECTOR)
+            if not leases:
+                continue  # no agent here keeps a Lease: nothing to judge liveness by
+            alive = alive_logdirs(leases, now)
+            for body in self._in(self.topics, namespace):
+                meta = body["metadata"]
+                if is_paused(meta) or is_unmanaged(meta) or meta.get("deletionTimestamp"):
+                    continue
+                elections = elect_topic(self.kube, body, alive)
+                for election in elections:
+                    self.metrics.elections.labels(election.reason).inc()
+                changed += len(elections)
+        return changed
 
     async def _resync_loop(self) -> None:
         while True:

@@ -1,0 +1,90 @@
+"""The agent's Lease: created once, renewed every ``broker.heartbeat.interval.ms`` on a thread of its own.
+
+A thread rather than a kopf timer, so that a slow handler never delays a heartbeat. The agent
+also asks it, before acknowledging anything as a leader, whether it may still lead: only while
+its last successful renewal, timed from the moment it was *sent*, is younger than the session
+timeout — so a paused agent that wakes up knows it may have been replaced before anyone tells it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from ..kube import Kube
+from ..leases import lease_body, lease_name, renewal
+
+__all__ = ["AgentLease"]
+
+logger = logging.getLogger(__name__)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class AgentLease:
+    def __init__(self, kube: Kube, namespace: str, logdir: str, holder: str, *, session_timeout_ms: int,
+                 heartbeat_interval_ms: int, advertised_url: str | None,
+                 monotonic: Callable[[], float] = time.monotonic, now: Callable[[], datetime] = _utcnow) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.logdir = logdir
+        self.holder = holder
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.advertised_url = advertised_url
+        self._monotonic = monotonic
+        self._now = now
+        self._last_renewal_sent: float | None = None
+        self._exists = False
+        self.renewals = 0
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        return lease_name(self.logdir)
+
+    def renew_once(self) -> bool:
+        sent = self._monotonic()
+        try:
+            if not self._exists and self.kube.get("Lease", self.namespace, self.name) is None:
+                self.kube.create("Lease", self.namespace, lease_body(
+                    self.logdir, self.namespace, self.holder, self.session_timeout_ms, self._now(), self.advertised_url))
+            else:
+                self.kube.patch("Lease", self.namespace, self.name, renewal(
+                    self.holder, self.session_timeout_ms, self._now(), self.advertised_url))
+        except Exception as error:  # noqa: BLE001 - any failure is a missed heartbeat; keep trying
+            self.failures += 1
+            self._exists = False
+            logger.warning("LogDir %s: lease renewal failed: %s", self.logdir, error)
+            return False
+        self._exists = True
+        self._last_renewal_sent = sent
+        self.renewals += 1
+        return True
+
+    def may_lead(self) -> bool:
+        last = self._last_renewal_sent
+        return last is not None and (self._monotonic() - last) * 1000 < self.session_timeout_ms
+
+    def start(self) -> AgentLease:
+        self.renew_once()
+
+        def run() -> None:
+            while not self._stop.wait(self.heartbeat_interval_ms / 1000):
+                self.renew_once()
+
+        self._thread = threading.Thread(target=run, name=f"lease-{self.logdir}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)

@@ -1,0 +1,103 @@
+"""Elections through the API server: each Topic's partition records, written by compare-and-swap.
+
+Where the records live: in the Topic's own status (``status.partitions``), one object per topic.
+An object per partition would multiply watch traffic and objects (200 Topics × 3 partitions is
+600 more) for no gain: a Topic's partitions change together rarely, and a conflict costs one
+re-read. Every write carries the ``resourceVersion`` it was computed from, so the API server
+refuses it (409) if anything changed the Topic since; the controller then re-reads and decides
+again. The agents' own status writes (figures, by server-side apply) touch other fields and
+never conflict with these, but they do move ``resourceVersion``, so a conflict here is retried a
+few times before the next tick takes over.
+
+Liveness comes from the agents' Leases (``leases.alive_logdirs``); the decision itself is
+``election.plan_leadership``. A partition that has no record yet gets one from its assignment:
+the preferred replica leads epoch 0 and every assigned replica is in sync (an empty log).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence, Set
+from typing import Any
+
+from ..election import Election, PartitionRecord, plan_leadership
+from ..kube import ApiError, Kube
+
+__all__ = ["records_of", "render_records", "initial_records", "elect_topic", "CAS_ATTEMPTS"]
+
+logger = logging.getLogger(__name__)
+
+CAS_ATTEMPTS = 5
+Json = dict[str, Any]
+
+
+def records_of(topic: Mapping[str, Any]) -> dict[int, PartitionRecord]:
+    out = {}
+    for entry in (topic.get("status") or {}).get("partitions") or []:
+        try:
+            out[int(entry["partition"])] = PartitionRecord(
+                int(entry["partition"]), tuple(entry["replicas"]), entry.get("leader"), int(entry["leaderEpoch"]),
+                tuple(entry["isr"]), int(entry["partitionEpoch"]))
+        except (KeyError, TypeError, ValueError):
+            continue  # a malformed entry is rewritten from the assignment
+    return out
+
+
+def render_records(records: Mapping[int, PartitionRecord]) -> list[Json]:
+    return [{"partition": r.partition, "replicas": list(r.replicas), "leader": r.leader,
+             "leaderEpoch": r.leader_epoch, "isr": list(r.isr), "partitionEpoch": r.partition_epoch}
+            for _, r in sorted(records.items())]
+
+
+def initial_records(assignment: Sequence[Mapping[str, Any]], existing: Mapping[int, PartitionRecord]
+                    ) -> dict[int, PartitionRecord]:
+    """Records for assigned partitions that have none yet (reassignment of existing ones is not here)."""
+    out = {}
+    for entry in assignment:
+        partition, logdirs = entry.get("partition"), entry.get("logDirs")
+        if isinstance(partition, int) and isinstance(logdirs, list) and logdirs and partition not in existing:
+            replicas = tuple(str(d) for d in logdirs)
+            out[partition] = PartitionRecord(partition, replicas, replicas[0], 0, replicas, 0)
+    return out
+
+
+def _unclean(topic: Mapping[str, Any]) -> bool:
+    config = (topic.get("spec") or {}).get("config") or {}
+    return str(config.get("unclean.leader.election.enable", "false")).lower() == "true"
+
+
+def elect_topic(kube: Kube, topic: Mapping[str, Any], alive: Set[str], *,
+                leaving: Set[str] = frozenset()) -> list[Election]:
+    """Decide and write one Topic's leaderships; the elections made (empty when nothing changed)."""
+    body: Mapping[str, Any] | None = topic
+    meta = topic["metadata"]
+    for _ in range(CAS_ATTEMPTS):
+        if body is None:
+            return []
+        records = records_of(body)
+        created = initial_records((body.get("status") or {}).get("assignment") or [], records)
+        records.update(created)
+        changes = plan_leadership(records.values(), alive, leaving=leaving, unclean=_unclean(body))
+        if not changes and not created:
+            return []
+        for change in changes:
+            records[change.after.partition] = change.after
+        patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
+                 "status": {"partitions": render_records(records)}}
+        try:
+            kube.patch("Topic", meta["namespace"], meta["name"], patch, subresource="status")
+        except ApiError as error:
+            if error.status == 404:
+                return []
+            if error.status != 409:
+                raise
+            body = kube.get("Topic", meta["namespace"], meta["name"])  # changed since: decide again
+            continue
+        for change in changes:
+            logger.info("Topic %s/%s partition %d: %s, leader %s → %s (epoch %d), ISR %s", meta["namespace"],
+                        meta["name"], change.after.partition, change.reason, change.before.leader,
+                        change.after.leader, change.after.leader_epoch, list(change.after.isr))
+        return changes
+    logger.warning("Topic %s/%s: partition records still conflicting after %d attempts; next tick",
+                   meta["namespace"], meta["name"], CAS_ATTEMPTS)
+    return []

@@ -1,0 +1,89 @@
+"""Agents' liveness as ``coordination.k8s.io`` Leases, without I/O (Kafka's broker heartbeats and sessions).
+
+Each LogDir's agent holds a Lease named after its LogDir and renews it every
+``broker.heartbeat.interval.ms``; it is alive for the controller while the last renewal is
+younger than the Lease's duration (``broker.session.timeout.ms``, rounded up to whole seconds as
+the Lease API takes them). The agent also advertises there where its engine can be reached, so
+followers find their leader without another object.
+
+A Lease alone does not fence: an agent that was paused past its Lease may wake up still
+believing it leads. So the agent measures its own Lease on its own monotonic clock, from the
+moment it *sent* its last successful renewal, and stops acknowledging as soon as that is older
+than the Lease's duration (``AgentLease.may_lead``) — never later than the controller can have
+declared it dead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .names import LABEL_COMPONENT, LABEL_LOGDIR, LABEL_MANAGED_BY
+
+__all__ = ["ADVERTISED_ANNOTATION", "AGENT_LEASE_SELECTOR", "lease_name", "lease_body", "renewal", "expired", "alive_logdirs",
+           "duration_seconds", "micro_time"]
+
+ADVERTISED_ANNOTATION = "stratalog.io/advertised-url"
+LEASE_COMPONENT = "agent-lease"
+AGENT_LEASE_SELECTOR = f"{LABEL_COMPONENT}={LEASE_COMPONENT}"
+
+
+def lease_name(logdir: str) -> str:
+    return f"stratalog-agent-{logdir}"[:253]
+
+
+def duration_seconds(session_timeout_ms: int) -> int:
+    """The Lease API counts whole seconds: round up, so the Lease is never shorter than the session."""
+    return max(1, math.ceil(session_timeout_ms / 1000))
+
+
+def micro_time(when: datetime) -> str:
+    """A Lease's MicroTime: RFC 3339 with microseconds, in UTC."""
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def lease_body(logdir: str, namespace: str, holder: str, session_timeout_ms: int, now: datetime,
+               advertised_url: str | None) -> dict[str, Any]:
+    annotations = {ADVERTISED_ANNOTATION: advertised_url} if advertised_url else {}
+    return {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": lease_name(logdir), "namespace": namespace, "annotations": annotations,
+                     "labels": {LABEL_LOGDIR: logdir, LABEL_COMPONENT: LEASE_COMPONENT,
+                                LABEL_MANAGED_BY: "stratalog-agent"}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_seconds(session_timeout_ms),
+                 "acquireTime": micro_time(now), "renewTime": micro_time(now), "leaseTransitions": 0},
+    }
+
+
+def renewal(holder: str, session_timeout_ms: int, now: datetime, advertised_url: str | None) -> dict[str, Any]:
+    """The merge patch of one renewal (it also takes the Lease over from a previous holder)."""
+    patch: dict[str, Any] = {"spec": {"holderIdentity": holder, "renewTime": micro_time(now),
+                                      "leaseDurationSeconds": duration_seconds(session_timeout_ms)}}
+    if advertised_url:
+        patch["metadata"] = {"annotations": {ADVERTISED_ANNOTATION: advertised_url}}
+    return patch
+
+
+def expired(lease: Mapping[str, Any], now: datetime) -> bool:
+    """Whether the holder's last renewal is older than the Lease's duration (or it never renewed)."""
+    spec = lease.get("spec") or {}
+    renewed, duration = spec.get("renewTime"), spec.get("leaseDurationSeconds")
+    if not renewed or not isinstance(duration, int):
+        return True
+    return _parse_time(renewed) + timedelta(seconds=duration) < now
+
+
+def alive_logdirs(leases: Iterable[Mapping[str, Any]], now: datetime) -> set[str]:
+    """The LogDirs whose agent's Lease is current."""
+    alive = set()
+    for lease in leases:
+        logdir = ((lease.get("metadata") or {}).get("labels") or {}).get(LABEL_LOGDIR)
+        if logdir and not expired(lease, now):
+            alive.add(logdir)
+    return alive

@@ -1,0 +1,70 @@
+"""An agent's liveness on the real API server: it holds and renews its Lease; paused, the Lease lapses.
+
+The agent runs as a real process with a short session (3 s, heartbeat 0.5 s). The controller's
+rule for "dead" is ``stratalog_operator.leases.expired`` applied to the Lease the API server holds.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stratalog_operator.leases import ADVERTISED_ANNOTATION, expired
+
+from .conftest import KubeCluster
+from .roles import Agent, kubectl_json, wait_for
+
+NS = "leases"
+
+
+@pytest.fixture(scope="module")
+def agent(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+    repo = Path(__file__).resolve().parents[2]
+    kube_cluster.kubectl_run("apply", "-f", str(repo / "crds"))
+    kube_cluster.kubectl_run("create", "namespace", NS)
+    root = tmp_path_factory.mktemp("leases")
+    role = Agent(kube_cluster.env, NS, "dir-a", [root / "data-0"], root / "dir-a.log",
+                 "--broker-session-timeout-ms", "3000", "--broker-heartbeat-interval-ms", "500").start()
+    try:
+        yield role
+    finally:
+        if role.proc is not None and role.proc.poll() is None:
+            role.proc.send_signal(signal.SIGCONT)
+        role.stop()
+
+
+def lease(cluster: KubeCluster) -> dict[str, Any]:
+    found: dict[str, Any] = kubectl_json(cluster, "-n", NS, "get", "lease", "stratalog-agent-dir-a")
+    return found
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def test_an_agent_holds_a_lease_naming_its_logdir_and_where_it_is_reached(kube_cluster, agent):
+    held = wait_for("the agent's Lease", lambda: lease(kube_cluster), logs=[agent.log_path])
+    assert held["metadata"]["labels"]["stratalog.io/logdir"] == "dir-a"
+    assert held["metadata"]["annotations"][ADVERTISED_ANNOTATION] == agent.base
+    assert held["spec"]["leaseDurationSeconds"] == 3 and held["spec"]["holderIdentity"]
+    first = held["spec"]["renewTime"]
+    wait_for("a renewal", lambda: lease(kube_cluster)["spec"]["renewTime"] != first, logs=[agent.log_path])
+    assert not expired(lease(kube_cluster), now())
+
+
+def test_a_paused_agent_s_lease_lapses_and_it_renews_once_resumed(kube_cluster, agent):
+    assert agent.proc is not None
+    wait_for("a current Lease", lambda: not expired(lease(kube_cluster), now()), logs=[agent.log_path])
+    agent.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for("the Lease to lapse", lambda: expired(lease(kube_cluster), now()), timeout=30,
+                 logs=[agent.log_path])
+    finally:
+        agent.proc.send_signal(signal.SIGCONT)
+    wait_for("the Lease renewed again", lambda: not expired(lease(kube_cluster), now()), timeout=30,
+             logs=[agent.log_path])

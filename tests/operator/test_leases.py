@@ -1,0 +1,50 @@
+"""Agents' Leases as values: what an agent writes, and when the controller counts it dead."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from stratalog_operator.leases import (
+    ADVERTISED_ANNOTATION,
+    alive_logdirs,
+    duration_seconds,
+    expired,
+    lease_body,
+    lease_name,
+    renewal,
+)
+
+T0 = datetime(2026, 11, 24, 12, 0, 0, 123456, tzinfo=timezone.utc)
+
+
+def test_a_lease_names_its_logdir_holder_duration_and_advertised_address():
+    body = lease_body("dir-a", "ns", "agent-pod-1", 9000, T0, "http://10.0.0.7:8092")
+    assert body["metadata"]["name"] == lease_name("dir-a") == "stratalog-agent-dir-a"
+    assert body["metadata"]["labels"]["stratalog.io/logdir"] == "dir-a"
+    assert body["metadata"]["annotations"][ADVERTISED_ANNOTATION] == "http://10.0.0.7:8092"
+    assert body["spec"]["holderIdentity"] == "agent-pod-1"
+    assert body["spec"]["leaseDurationSeconds"] == 9
+    assert body["spec"]["renewTime"] == "2026-11-24T12:00:00.123456Z"
+
+
+def test_the_session_timeout_rounds_up_to_whole_seconds_never_down():
+    assert [duration_seconds(ms) for ms in (1, 1000, 1001, 9000, 9500)] == [1, 1, 2, 9, 10]
+
+
+def test_a_lease_is_alive_until_its_duration_has_passed_since_the_last_renewal():
+    body = lease_body("dir-a", "ns", "a", 9000, T0, None)
+    assert not expired(body, T0 + timedelta(seconds=9))
+    assert expired(body, T0 + timedelta(seconds=9, microseconds=1))
+    renewed = {**body, "spec": {**body["spec"], **renewal("a", 9000, T0 + timedelta(seconds=8), None)["spec"]}}
+    assert not expired(renewed, T0 + timedelta(seconds=16))
+
+
+def test_a_lease_without_a_renewal_counts_as_expired():
+    assert expired({"spec": {"leaseDurationSeconds": 9}}, T0)
+    assert expired({}, T0)
+
+
+def test_alive_logdirs_are_those_with_a_current_lease():
+    leases = [lease_body("dir-a", "ns", "a", 9000, T0, None), lease_body("dir-b", "ns", "b", 9000,
+                                                                         T0 - timedelta(seconds=20), None)]
+    assert alive_logdirs(leases, T0 + timedelta(seconds=1)) == {"dir-a"}
