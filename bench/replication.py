@@ -119,6 +119,7 @@ def failovers(controller: ClusterController, engines: Engines, count: int) -> li
             time.sleep(0.001)
         times.append((time.perf_counter() - killed) * 1000)
         engines.start(victim)
+        controller.controller.unfence(victim)   # registered again: it may rejoin the ISR
         controller.push(victim, TP)
         deadline = time.monotonic() + 60
         while len(controller.controller.state(TP).isr) < 3 and time.monotonic() < deadline:

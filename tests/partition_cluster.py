@@ -60,8 +60,8 @@ class Cluster:
     def fetch(self, follower: int, leader: int) -> None:
         """One fetch round of ``follower``: request, the leader's answer, the follower applies it."""
         f = self.partitions[follower]
-        result = self.partitions[leader].fetch_for_follower(f.next_fetch(1 << 20))
-        f.apply_fetch(result)
+        fetch = f.next_fetch(1 << 20)
+        f.apply_fetch(fetch, self.partitions[leader].fetch_for_follower(fetch))
 
     def values(self, replica: int) -> list[bytes | None]:
         log = self.log(replica)

@@ -8,13 +8,14 @@ and each truncation case of the storage reference's §5.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
 from partition_cluster import LAG_MS, TP, Cluster, offsets
 from stratalog.broker.partition import Partition, ReplicaFetch, Truncation
-from stratalog.broker.replica_state import LeaderView, PartitionState, RemoteReplica, isr_to_add
+from stratalog.broker.replica_state import LeaderView, PartitionState, RemoteReplica, joins_isr
 from stratalog.common.errors import (
     FencedLeaderEpochError,
     InvalidUpdateVersionError,
@@ -24,6 +25,7 @@ from stratalog.common.errors import (
     UnknownLeaderEpochError,
 )
 from stratalog.records import Record, build_batch, decode_records, iter_batch_infos
+from stratalog.server.replication import ControllerClient
 from stratalog.storage.log import Log
 
 # -- seed 004 ------------------------------------------------------------------------------------
@@ -139,9 +141,11 @@ def test_joining_needs_both_the_high_watermark_and_the_start_of_the_current_lead
     def view(follower_leo: int) -> LeaderView:
         return LeaderView(0, state, log_end_offset=4, high_watermark=1, leader_epoch_start_offset=2,
                           min_insync_replicas=1, remotes={2: RemoteReplica(2, follower_leo)})
-    assert isr_to_add(view(0)) == frozenset()        # below the HW
-    assert isr_to_add(view(1)) == frozenset()        # at the HW, but before this leader's first offset
-    assert isr_to_add(view(2)) == frozenset({2})
+    assert not joins_isr(view(0), 2)        # below the HW
+    assert not joins_isr(view(1), 2)        # at the HW, but before this leader's first offset
+    assert joins_isr(view(2), 2)
+    assert not joins_isr(view(2), 1)        # already in the ISR
+    assert not joins_isr(view(2), 0)        # the leader itself
 
 
 def test_a_follower_that_keeps_fetching_but_falls_further_behind_leaves_the_isr(tmp_path, clock):
@@ -154,7 +158,8 @@ def test_a_follower_that_keeps_fetching_but_falls_further_behind_leaves_the_isr(
     for _ in range(4):  # three batches a round, the follower takes one (max_bytes 1: one batch)
         clock.now += 10_000
         c.produce(0, b"x", b"y", b"z", acks=1)
-        follower.apply_fetch(leader.fetch_for_follower(follower.next_fetch(1)))
+        fetch = follower.next_fetch(1)
+        follower.apply_fetch(fetch, leader.fetch_for_follower(fetch))
         dropped.append(leader.maybe_shrink_isr())
     assert dropped == [frozenset(), frozenset(), frozenset(), frozenset({1})]
 
@@ -254,9 +259,10 @@ def test_a_follower_truncates_to_the_leaders_end_of_the_epoch_where_they_diverge
     c.controller.elect(TP, 1)                     # unreplicated m2 is not acknowledged
     c.produce(1, b"c", b"d", acks=1)              # epoch 1 starts at 2 on replica 1
     a = c.partitions[0]
-    result = c.partitions[1].fetch_for_follower(a.next_fetch(1 << 20))
+    fetch = a.next_fetch(1 << 20)
+    result = c.partitions[1].fetch_for_follower(fetch)
     assert result.diverging_epoch == (0, 2)       # epoch 0 ends at 2 on the leader
-    truncation = a.apply_fetch(result)
+    truncation = a.apply_fetch(fetch, result)
     assert truncation is not None and truncation.truncated_to == 2 and truncation.complete
     c.fetch(0, 1)
     c.fetch(0, 1)
@@ -281,15 +287,20 @@ def test_a_follower_that_never_saw_the_leaders_epoch_cuts_to_its_own_last_epoch_
     assert follower.next_fetch(1 << 20).last_fetched_epoch == 0
 
 
-def test_an_undefined_epoch_from_the_leader_truncates_to_the_high_watermark(tmp_path, clock):
+def test_a_follower_holding_an_epoch_the_leader_never_had_truncates_to_its_high_watermark(tmp_path, clock):
     c = Cluster(tmp_path, clock, min_insync_replicas=1)
     c.produce(0, b"a", b"b", acks=1)
     c.fetch(1, 0)
     c.fetch(1, 0)
     follower = c.partitions[1]
-    follower.log.set_high_watermark(1)
-    truncation = follower._truncate_on_divergence(-1, -1)
-    assert truncation.truncated_to == 1 and follower.log.log_end_offset == 1
+    follower.log.leader_epoch = 5            # it once led an epoch 5 the current leader never saw
+    follower.log.append_batches([build_batch([Record(0, clock.now, b"k", b"from epoch 5")])])
+    assert follower.log.epoch_cache.entries == [(0, 0), (5, 2)] and follower.log.high_watermark == 2
+    fetch = follower.next_fetch(1 << 20)
+    result = c.partitions[0].fetch_for_follower(fetch)
+    assert result.diverging_epoch == (-1, -1)   # the leader knows no such epoch (Kafka's UNDEFINED)
+    assert follower.apply_fetch(fetch, result) == Truncation(2, True)
+    assert follower.log.log_end_offset == 2
 
 
 def test_after_an_unclean_election_a_follower_past_the_leaders_end_truncates_to_it(tmp_path, clock):
@@ -301,25 +312,57 @@ def test_after_an_unclean_election_a_follower_past_the_leaders_end_truncates_to_
     c.controller.fence(TP, 0)                      # no clean choice: leaderless
     c.controller.elect(TP, 1, unclean=True)        # unclean: 1 leads with only [0, 1)
     a = c.partitions[0]
-    result = c.partitions[1].fetch_for_follower(ReplicaFetch(0, a.log.log_end_offset, -1,
-                                                             c.controller.state(TP).leader_epoch, 1 << 20))
-    assert result.out_of_range and (result.log_start_offset, result.log_end_offset) == (0, 1)
-    assert a.apply_fetch(result) == Truncation(1, True)
+    fetch = a.next_fetch(1 << 20)
+    result = c.partitions[1].fetch_for_follower(fetch)
+    assert result.diverging_epoch == (0, 1)       # the new leader's epoch 0 ends where its log does
+    assert a.apply_fetch(fetch, result) == Truncation(1, True)
     assert a.log.log_end_offset == 1
 
 
 def test_a_follower_whose_log_ends_before_the_leaders_start_starts_afresh_there(tmp_path, clock):
     c = Cluster(tmp_path, clock, min_insync_replicas=1)
     c.produce(0, b"a", b"b", b"c", b"d", acks=1)
-    c.log(1).truncate_to(0)
     c.log(0).set_high_watermark(4)
-    c.log(0).maybe_increment_log_start_offset(3)   # DeleteRecords on the leader
+    c.log(0).maybe_increment_log_start_offset(3)   # DeleteRecords on the leader before 1 fetched anything
     b = c.partitions[1]
-    assert b.handle_out_of_range(3, 4) == 3
-    assert b.log.log_start_offset == 3
+    fetch = b.next_fetch(1 << 20)
+    assert fetch.fetch_offset == 0 and fetch.last_fetched_epoch == -1
+    result = c.partitions[0].fetch_for_follower(fetch)
+    assert result.out_of_range and (result.log_start_offset, result.log_end_offset) == (3, 4)
+    assert b.apply_fetch(fetch, result) == Truncation(3, True)
+    assert b.log.log_start_offset == b.log.log_end_offset == 3
 
 
-def test_a_follower_takes_the_leaders_log_start_offset_and_checkpoints_its_high_watermark(tmp_path, clock):
+def test_a_log_start_inside_a_batch_does_not_stop_a_follower_from_catching_up(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    c.partitions[0].append_as_leader([build_batch([Record(i, clock.now, b"k", b"v%d" % i) for i in range(3)])])
+    c.log(0).set_high_watermark(3)
+    c.log(0).maybe_increment_log_start_offset(1)   # DeleteRecords inside the batch [0, 2]
+    for _ in range(3):
+        c.fetch(1, 0)
+    assert c.log(1).log_end_offset == 3 and c.log(1).log_start_offset == 1
+    assert [r.value for r in c.log(1).read_records(1)] == [b"v1", b"v2"]
+
+
+def test_an_answer_to_a_fetch_that_no_longer_matches_the_follower_is_dropped(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1)
+    c.produce(0, b"a", acks=1)
+    follower = c.partitions[1]
+    stale_fetch = follower.next_fetch(1 << 20)
+    stale = c.partitions[0].fetch_for_follower(stale_fetch)   # answered, then delayed
+    c.fetch(1, 0)                                              # a newer fetch got there first
+    assert follower.log.log_end_offset == 1
+    assert follower.apply_fetch(stale_fetch, stale) is None
+    assert follower.log.log_end_offset == 1                    # not appended twice, no hole
+    c.controller.elect(TP, 1)
+    c.controller.elect(TP, 0)                                  # a new leader epoch meanwhile
+    old_epoch = c.partitions[1].next_fetch(1 << 20)
+    old_epoch = ReplicaFetch(old_epoch.replica_id, old_epoch.fetch_offset, old_epoch.last_fetched_epoch, 0,
+                             old_epoch.max_bytes)
+    assert follower.apply_fetch(old_epoch, stale) is None
+
+
+def test_a_follower_takes_the_leaders_log_start_offset_and_high_watermark(tmp_path, clock):
     c = Cluster(tmp_path, clock, min_insync_replicas=1)
     c.produce(0, b"a", b"b", b"c", acks=1)
     c.fetch(1, 0)
@@ -346,3 +389,39 @@ def test_a_leader_whose_lease_lapsed_acknowledges_nothing_even_before_it_hears_o
     c.fetch(1, 0)
     c.fetch(1, 0)
     assert leader.acks_all_complete(last, 0)
+
+
+def test_a_fenced_replica_that_fetches_again_stays_out_of_the_isr_until_it_registers_again(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=3)
+    c.produce(0, b"a", acks=1)
+    c.controller.fence(TP, 2)                # its lease lapsed
+    assert c.controller.state(TP).isr == (0, 1)
+    c.fetch(1, 0)
+    c.fetch(2, 0)                            # a zombie's fetches, caught up
+    c.fetch(2, 0)
+    assert c.controller.state(TP).isr == (0, 1)
+    assert c.partitions[0].pending_isr is None   # refused, and nothing left pending
+    c.controller.unfence(2)                  # registered again
+    c.fetch(2, 0)
+    assert c.controller.state(TP).isr == (0, 1, 2)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])   # closed once the block ends: nothing listens there
+
+
+def test_a_controller_that_cannot_be_reached_leaves_nothing_pending(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=2)
+    c.controller.alter_partition(TP, 0, 0, (0,), 0)     # 1 out of the ISR
+    c.produce(0, b"a", acks=1)
+    leader = c.partitions[0]
+    working = leader.controller
+    leader.controller = ControllerClient(f"http://127.0.0.1:{closed_port()}")   # the real client, refused
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    assert leader.pending_isr is None and c.controller.state(TP).isr == (0,)
+    leader.controller = working
+    c.fetch(1, 0)
+    assert c.controller.state(TP).isr == (0, 1)

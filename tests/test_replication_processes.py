@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -187,6 +188,7 @@ def test_acknowledged_records_survive_sigkills_of_leaders_and_followers(cluster,
         controller.settle()
         time.sleep(rng.uniform(0.0, 0.5))              # the others go on without it for a while
         engines.start(victim)
+        controller.controller.unfence(victim)   # registered again: it may rejoin the ISR
         assert controller.push(victim, TP), engines.servers[victim].log()
         # Let it catch up and rejoin, then check every replica against what was acknowledged.
         workload.pause()
@@ -251,5 +253,70 @@ def test_a_followers_fetch_waits_for_replica_fetch_min_bytes(tmp_path):
         reply = answer["reply"]
         assert reply.status_code == 200 and len(reply.content) == 2 * len(one_batch)
     finally:
+        controller.close()
+        engines.stop_all()
+
+
+def test_a_restarted_engine_serves_nothing_until_the_controller_has_spoken(tmp_path):
+    controller = ClusterController()
+    engines = Engines(tmp_path, controller, 2, "min.insync.replicas=1")
+    try:
+        controller.controller.create(TP, (0, 1))
+        controller.settle()
+        acked: dict[int, bytes] = {}
+        for i in range(3):
+            reply = engines.servers[0].produce_raw("t", 0, kafka_batch([(b"k", b"v%d" % i)]), acks="all")
+            assert reply.status_code == 200, reply.text
+        wait_for("both replicas at offset 3", lambda: all(
+            engines.servers[b].stats("t", 0)["highWatermark"] == 3 for b in (0, 1)))
+        engines.servers[0].kill()
+        restarted = engines.start(0)     # no push yet: the controller has not said who leads
+        refused = {
+            "produce": restarted.produce_raw("t", 0, kafka_batch([(b"k", b"one copy only")]), acks="all"),
+            "fetch": restarted.get("/v1/topics/t/partitions/0/records", params={"offset": 0}),
+            "offsets": restarted.get("/v1/topics/t/partitions/0/offsets", params={"timestamp": -1}),
+            "delete": restarted.post("/v1/topics/t/partitions/0/delete-records", json={"beforeOffset": 1}),
+        }
+        for what, reply in refused.items():
+            assert reply.status_code == 421 and reply.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", (what, reply.text)
+            assert "awaits the controller" in reply.json()["message"], what
+        assert restarted.stats("t", 0)["logEndOffset"] == 3 and restarted.stats("t", 0)["highWatermark"] <= 3
+        assert controller.push(0, TP) and controller.push(1, TP)   # with broker 0's new address for 1
+        reply = restarted.produce_raw("t", 0, kafka_batch([(b"k", b"after the push")]), acks="all")
+        assert reply.status_code == 200 and reply.json()["baseOffset"] == 3, reply.text
+        follower = engines.servers[1].get("/v1/topics/t/partitions/0/records", params={"offset": 0})
+        assert follower.status_code == 421 and "its leader is broker 0 at http" in follower.json()["message"]
+    finally:
+        controller.close()
+        engines.stop_all()
+
+
+def test_an_acks_all_produce_waiting_on_a_leader_that_is_replaced_answers_at_once(tmp_path):
+    # request.timeout.ms is ten minutes: without the wake-up on demotion the produce could only
+    # answer then, far past the client's 60 s bound.
+    controller = ClusterController()
+    engines = Engines(tmp_path, controller, 2, "min.insync.replicas=2", "request.timeout.ms=600000")
+    try:
+        controller.controller.create(TP, (0, 1))
+        controller.settle()
+        follower = engines.servers[1]
+        assert follower.proc is not None
+        follower.proc.send_signal(signal.SIGSTOP)           # it fetches nothing more: the HW cannot pass
+        answer: dict[str, requests.Response] = {}
+        waiting = threading.Thread(target=lambda: answer.setdefault("reply", engines.servers[0].produce_raw(
+            "t", 0, kafka_batch([(b"k", b"never committed")]), acks="all")))
+        waiting.start()
+        wait_for("the batch in the leader's log", lambda: engines.servers[0].stats("t", 0)["logEndOffset"] == 1)
+        # Uncommitted: ListOffsets' latest is the high watermark, not the log end.
+        latest = engines.servers[0].get("/v1/topics/t/partitions/0/offsets", params={"timestamp": -1}).json()
+        assert latest["offset"] == 0, latest
+        controller.controller.elect(TP, 1)                 # leadership moves while it waits
+        waiting.join(timeout=60)
+        assert not waiting.is_alive(), "the produce still waits on a leader that was replaced"
+        reply = answer["reply"]
+        assert reply.status_code == 421 and "leadership moved" in reply.json()["message"], reply.text
+    finally:
+        if follower.proc is not None and follower.proc.poll() is None:
+            follower.proc.send_signal(signal.SIGCONT)
         controller.close()
         engines.stop_all()

@@ -19,7 +19,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from stratalog.broker.replica_state import PartitionState
-from stratalog.common.errors import FencedLeaderEpochError, InvalidUpdateVersionError, UnknownTopicOrPartitionError
+from stratalog.common.errors import (
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
+    InvalidUpdateVersionError,
+    UnknownTopicOrPartitionError,
+)
 from stratalog.common.names import TopicPartition
 
 Listener = Callable[[TopicPartition, PartitionState], None]
@@ -41,6 +46,7 @@ class InProcessController:
     def __init__(self) -> None:
         self._states: dict[TopicPartition, PartitionState] = {}
         self._listeners: list[Listener] = []
+        self._fenced: set[int] = set()   # replicas declared dead, until they register again
         self._lock = threading.Lock()
 
     def subscribe(self, listener: Listener) -> None:
@@ -66,7 +72,10 @@ class InProcessController:
         return self._publish(tp, current.with_leader(leader, isr))
 
     def fence(self, tp: TopicPartition, replica: int) -> PartitionState:
-        """A replica is gone (its lease lapsed): elect the next ISR member in assignment order."""
+        """A replica is gone (its lease lapsed): elect the next ISR member in assignment order. It stays
+        fenced, kept out of every ISR, until ``unfence`` (it registered again)."""
+        with self._lock:
+            self._fenced.add(replica)
         current = self.state(tp)
         survivors = tuple(r for r in current.isr if r != replica)
         if current.leader != replica:
@@ -75,6 +84,11 @@ class InProcessController:
         if not candidates:  # no clean choice: the partition stays leaderless until one is back
             return self._publish(tp, current.with_leader(-1, current.isr))
         return self._publish(tp, current.with_leader(candidates[0], survivors))
+
+    def unfence(self, replica: int) -> None:
+        """The replica is back (a new lease): its leaders may propose it for the ISR again."""
+        with self._lock:
+            self._fenced.discard(replica)
 
     def alter_partition(self, tp: TopicPartition, leader: int, leader_epoch: int, isr: tuple[int, ...],
                         partition_epoch: int) -> PartitionState:
@@ -92,6 +106,10 @@ class InProcessController:
                     f"{current.partition_epoch}")
             if leader not in isr or not set(isr) <= set(current.replicas):
                 raise InvalidUpdateVersionError(f"{tp}: ISR {list(isr)} must hold the leader and only replicas")
+            ineligible = (set(isr) - set(current.isr)) & self._fenced
+            if ineligible:
+                raise IneligibleReplicaError(f"{tp}: replicas {sorted(ineligible)} are fenced until they register "
+                                             "again; they cannot join the ISR")
             state = self._states[tp] = current.with_isr(isr)
         self._notify(tp, state)
         return state

@@ -37,9 +37,10 @@ class FetcherSettings:
 
 class ReplicaFetcher:
     def __init__(self, partition: Partition, leader: int, client: LeaderClient, settings: FetcherSettings,
-                 *, on_applied: Callable[[], None] = lambda: None) -> None:
+                 *, endpoint: str | None = None, on_applied: Callable[[], None] = lambda: None) -> None:
         self.partition = partition
         self.leader = leader
+        self.endpoint = endpoint   # where the leader was when this fetcher started (a new address: a new fetcher)
         self.client = client
         self.settings = settings
         self.on_applied = on_applied
@@ -69,11 +70,11 @@ class ReplicaFetcher:
             if state is None or state.leader != self.leader or partition.is_leader:
                 return  # leadership moved: the replica set starts a fetcher for the new leader
             try:
-                result = self.client(partition.next_fetch(self.settings.max_bytes), self.settings.max_wait_ms,
-                                     self.settings.min_bytes)
+                fetch = partition.next_fetch(self.settings.max_bytes)
+                result = self.client(fetch, self.settings.max_wait_ms, self.settings.min_bytes)
                 if self._stop.is_set():
                     return
-                partition.apply_fetch(result)
+                partition.apply_fetch(fetch, result)   # dropped if it no longer matches the replica
                 self.fetches += 1
                 self.on_applied()
             except (StratalogError, OSError) as error:

@@ -14,6 +14,7 @@ fetches between replicas, and a test can call these methods directly.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,19 +25,21 @@ from stratalog.broker.replica_state import (
     PartitionState,
     RemoteReplica,
     fresh_remotes,
-    isr_to_add,
     isr_to_drop,
+    joins_isr,
     new_high_watermark,
 )
 from stratalog.common.errors import (
     FencedLeaderEpochError,
-    InvalidUpdateVersionError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    StratalogError,
     UnknownLeaderEpochError,
 )
 from stratalog.storage.log import AppendInfo, Log
+
+logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 UNDEFINED_EPOCH = -1
@@ -203,27 +206,42 @@ class Partition:
 
     # -- leader: followers' fetches ---------------------------------------------------------
     def fetch_for_follower(self, fetch: ReplicaFetch) -> ReplicaFetchResult:
-        with self.lock:
-            state = self._require_leader("replica fetch from")
-            self._check_epoch(fetch.current_leader_epoch, "replica fetch from")
-            if fetch.replica_id not in state.replicas or fetch.replica_id == self.local_id:
-                raise NotLeaderOrFollowerError(
-                    f"replica fetch from {self.log.topic_partition}: {fetch.replica_id} is not a follower of it")
-            log = self.log
-            diverging = self._diverging_epoch(fetch)
-            if diverging is not None:  # KIP-320: no data, no acknowledgement, until it truncates
-                return ReplicaFetchResult(b"", log.high_watermark, log.log_start_offset, log.log_end_offset, diverging)
-            if not log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset:
-                # Not an error for a follower: after an unclean election it truncates by these offsets.
-                return ReplicaFetchResult(b"", log.high_watermark, log.log_start_offset, log.log_end_offset,
-                                          out_of_range=True)
-            now = self.clock()
-            previous = self.remotes.get(fetch.replica_id) or RemoteReplica(fetch.replica_id)
-            self.remotes[fetch.replica_id] = previous.after_fetch(fetch.fetch_offset, log.log_end_offset, now)
-            self._maybe_expand_isr()
-            self._maybe_advance_high_watermark()
-            read = log.read(fetch.fetch_offset, fetch.max_bytes, up_to_log_end=True)
-            return ReplicaFetchResult(read.data, log.high_watermark, log.log_start_offset, log.log_end_offset)
+        proposal: tuple[PartitionState, tuple[int, ...]] | None = None
+        try:
+            with self.lock:
+                result, proposal = self._fetch_for_follower(fetch)
+            return result
+        finally:
+            if proposal is not None:  # to the controller outside the lock: it may be slow or away
+                self._send_proposal(*proposal)
+
+    def _fetch_for_follower(self, fetch: ReplicaFetch
+                            ) -> tuple[ReplicaFetchResult, tuple[PartitionState, tuple[int, ...]] | None]:
+        state = self._require_leader("replica fetch from")
+        self._check_epoch(fetch.current_leader_epoch, "replica fetch from")
+        if fetch.replica_id not in state.replicas or fetch.replica_id == self.local_id:
+            raise NotLeaderOrFollowerError(
+                f"replica fetch from {self.log.topic_partition}: {fetch.replica_id} is not a follower of it")
+        log = self.log
+        diverging = self._diverging_epoch(fetch)
+        if diverging is not None:  # KIP-320: no data, no acknowledgement, until it truncates
+            return ReplicaFetchResult(b"", log.high_watermark, log.log_start_offset, log.log_end_offset,
+                                      diverging), None
+        if not log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset:
+            # Not an error for a follower: after an unclean election it truncates by these offsets.
+            return ReplicaFetchResult(b"", log.high_watermark, log.log_start_offset, log.log_end_offset,
+                                      out_of_range=True), None
+        now = self.clock()
+        previous = self.remotes.get(fetch.replica_id) or RemoteReplica(fetch.replica_id)
+        self.remotes[fetch.replica_id] = previous.after_fetch(fetch.fetch_offset, log.log_end_offset, now)
+        proposal = None
+        if self.pending_isr is None and joins_isr(self._view(), fetch.replica_id):
+            proposal = (state, tuple(state.isr) + (fetch.replica_id,))
+            self.pending_isr = proposal[1]   # counts for the HW at once; committed or not, cleared after
+        self._maybe_advance_high_watermark()
+        read = log.read(fetch.fetch_offset, fetch.max_bytes, up_to_log_end=True)
+        return ReplicaFetchResult(read.data, log.high_watermark, log.log_start_offset,
+                                  log.log_end_offset), proposal
 
     def _diverging_epoch(self, fetch: ReplicaFetch) -> tuple[int, int] | None:
         if fetch.last_fetched_epoch < 0:
@@ -243,36 +261,38 @@ class Partition:
         if target is not None:
             self.log.set_high_watermark(target)
 
-    def _maybe_expand_isr(self) -> None:
-        joining = isr_to_add(self._view())
-        if joining:
-            assert self.state is not None
-            self._propose(tuple(self.state.isr) + tuple(sorted(joining)))
-
     def maybe_shrink_isr(self) -> frozenset[int]:
         """Drop followers that fell behind for ``replica.lag.time.max.ms`` (once the controller commits)."""
         with self.lock:
-            if not self.is_leader or self.pending_isr is not None:
+            if not self.is_leader or self.pending_isr is not None or self.state is None:
                 return frozenset()
+            state = self.state
             lagging = isr_to_drop(self._view(), self.clock(), self.replica_lag_time_max_ms)
-            if lagging:
-                assert self.state is not None
-                self._propose(tuple(r for r in self.state.isr if r not in lagging))
-            return lagging
+            if not lagging:
+                return lagging
+            # A removal counts only once committed, so it is not pending for the HW's sake; marking
+            # it keeps a second proposal from racing this one.
+            self.pending_isr = state.isr
+        self._send_proposal(state, tuple(r for r in state.isr if r not in lagging))
+        return lagging
 
-    def _propose(self, isr: tuple[int, ...]) -> None:
-        """AlterPartition: additions count for the HW at once, removals only once committed."""
-        state = self.state
-        assert state is not None
-        self.pending_isr = isr
+    def _send_proposal(self, state: PartitionState, isr: tuple[int, ...]) -> None:
+        """AlterPartition against ``state``'s epochs, outside the partition's lock. Whatever the
+        answer (committed, stale, or the controller unreachable), nothing stays pending: the next
+        fetch or expiry round proposes again if the change is still due."""
+        committed: PartitionState | None = None
         try:
             committed = self.controller.alter_partition(self.log.topic_partition, self.local_id,
                                                         state.leader_epoch, isr, state.partition_epoch)
-        except (InvalidUpdateVersionError, FencedLeaderEpochError):
-            self.pending_isr = None  # stale: the controller's newer state is on its way to us
-            return
-        self.apply_state(committed)
-        self.pending_isr = None
+        except (StratalogError, OSError) as error:
+            logger.info("%s: ISR change to %s not committed: %s", self.log.topic_partition, list(isr), error)
+        finally:
+            with self.lock:
+                self.pending_isr = None
+                if committed is not None:
+                    self.apply_state(committed)
+                else:
+                    self._maybe_advance_high_watermark()
 
     # -- follower ----------------------------------------------------------------------------
     def next_fetch(self, max_bytes: int) -> ReplicaFetch:
@@ -282,11 +302,17 @@ class Partition:
             return ReplicaFetch(self.local_id, self.log.log_end_offset, -1 if latest is None else latest,
                                 self.state.leader_epoch, max_bytes)
 
-    def apply_fetch(self, result: ReplicaFetchResult) -> Truncation | None:
-        """A follower takes the leader's answer: truncate on divergence, or append and follow its marks."""
+    def apply_fetch(self, fetch: ReplicaFetch, result: ReplicaFetchResult) -> Truncation | None:
+        """A follower takes the leader's answer to ``fetch``: truncate on divergence, or append and follow
+        its marks. An answer to a fetch that no longer matches this replica (its log end moved, or a
+        newer leader epoch arrived meanwhile) is dropped, as Kafka's fetcher drops it."""
         with self.lock:
             if self.is_leader:
                 raise NotLeaderOrFollowerError(f"{self.log.topic_partition}: a leader does not apply replica fetches")
+            state = self.state
+            if (state is None or fetch.current_leader_epoch != state.leader_epoch
+                    or fetch.fetch_offset != self.log.log_end_offset):
+                return None
             if result.diverging_epoch is not None:
                 return self._truncate_on_divergence(*result.diverging_epoch)
             if result.out_of_range:

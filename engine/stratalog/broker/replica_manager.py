@@ -38,7 +38,13 @@ from stratalog.broker.signals import AppendSignals
 from stratalog.broker.topics import TopicAdmin
 from stratalog.common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError, RequestTimedOutError
 from stratalog.common.names import TopicPartition
-from stratalog.storage.log import Log, OffsetAndTimestamp
+from stratalog.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    Log,
+    OffsetAndTimestamp,
+)
 from stratalog.storage.retention import delete_records
 
 T = TypeVar("T")
@@ -77,6 +83,27 @@ class ReplicaManager:
     def replicated(self, tp: TopicPartition) -> Partition | None:
         return self.replicas.get(tp) if self.replicas is not None else None
 
+    def _leader_or_refuse(self, tp: TopicPartition, what: str) -> Partition | None:
+        """The partition's leader replica here; None for a single-copy engine (no replication).
+
+        With replication on, a partition the controller has not spoken of yet (just after a restart)
+        is served by nobody here, and a follower sends clients to its leader.
+        """
+        if self.replicas is None:
+            return None
+        partition = self.replicas.get(tp)
+        if partition is None:
+            raise NotLeaderOrFollowerError(f"{what} {tp}: broker {self.replicas.broker_id} awaits the "
+                                           "controller's state for it; try again, or ask its leader")
+        state = partition.state
+        if state is None or not partition.is_leader:
+            leader = state.leader if state is not None else -1
+            where = self.replicas.endpoints.get(leader) if leader >= 0 else None
+            raise NotLeaderOrFollowerError(
+                f"{what} {tp}: broker {partition.local_id} is not its leader; its leader is "
+                + (f"broker {leader}" + (f" at {where}" if where else "") if leader >= 0 else "none (offline)"))
+        return partition
+
     # -- running blocking work ----------------------------------------------------------------
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """Run a blocking engine call on the io pool."""
@@ -92,7 +119,7 @@ class ReplicaManager:
     async def append_records(self, tp: TopicPartition, batches: Sequence[bytes | bytearray], acks: Acks,
                              now_ms: int) -> ProduceResult:
         """One partition's batches, contiguous, all or none."""
-        partition = self.replicated(tp)
+        partition = self._leader_or_refuse(tp, "produce to")
         if partition is not None:
             return await self._append_replicated(partition, batches, acks)
         log = self.log(tp)
@@ -137,7 +164,7 @@ class ReplicaManager:
     async def append_to_partitions(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
                                    now_ms: int) -> dict[int, ProduceResult]:
         """One batch per partition of ``topic``; one refused batch refuses the whole request."""
-        if any(self.replicated(TopicPartition(topic, p)) for p in batches):
+        if self.replicas is not None:
             return await self._append_each_replicated(topic, batches, acks, now_ms)
         logs = {self.log(TopicPartition(topic, p)): [batch] for p, batch in sorted(batches.items())}
         results = await self.run(append_to_logs, logs, acks, now_ms)
@@ -179,12 +206,7 @@ class ReplicaManager:
         With nothing to return it waits up to ``max_wait_ms`` for an append (Kafka's DelayedFetch),
         then reads again.
         """
-        partition = self.replicated(tp)
-        if partition is not None and not partition.is_leader:
-            state = partition.state
-            leader = state.leader if state is not None else -1
-            raise NotLeaderOrFollowerError(f"fetch from {tp}: broker {partition.local_id} is a follower; "
-                                           f"fetch from its leader, broker {leader}")
+        self._leader_or_refuse(tp, "fetch from")
         log = self.log(tp)
         start = log.log_start_offset if offset is None else offset
         loop = asyncio.get_running_loop()
@@ -220,11 +242,22 @@ class ReplicaManager:
     # -- offsets --------------------------------------------------------------------------------
     async def list_offsets(self, tp: TopicPartition, timestamp: int) -> OffsetAndTimestamp | None:
         """Kafka's ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time."""
+        partition = self._leader_or_refuse(tp, "list offsets of")
         log = self.log(tp)
-        return await self.run(log.offset_for_timestamp, timestamp)
+        found = await self.run(log.offset_for_timestamp, timestamp)
+        if partition is None or found is None:
+            return found
+        # Replicated: nothing at or past the high watermark is committed, so none of it is listed.
+        high_watermark = log.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(high_watermark, -1)
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return found
+        return found if found.offset < high_watermark else None
 
     async def delete_records(self, tp: TopicPartition, before_offset: int) -> tuple[int, int]:
         """Kafka's DeleteRecords (-1: the high watermark); (the new log start offset, segments left)."""
+        self._leader_or_refuse(tp, "delete records of")
         log = self.log(tp)
 
         def run() -> tuple[int, int]:

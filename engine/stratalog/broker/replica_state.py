@@ -104,16 +104,14 @@ def new_high_watermark(view: LeaderView) -> int | None:
     return candidate if candidate > view.high_watermark else None
 
 
-def isr_to_add(view: LeaderView) -> frozenset[int]:
-    """Followers outside the ISR that have caught up enough to join it (Kafka's ``isFollowerInSync``)."""
-    joining = set()
-    for replica in view.state.replicas:
-        if replica == view.local_id or replica in view.maximal_isr:
-            continue
-        leo = view.leo_of(replica)
-        if leo >= view.high_watermark and leo >= view.leader_epoch_start_offset:
-            joining.add(replica)
-    return frozenset(joining)
+def joins_isr(view: LeaderView, replica: int) -> bool:
+    """Whether ``replica``, which has just fetched, has caught up enough to join the ISR (Kafka's
+    ``isFollowerInSync``). Only the replica that fetched is judged: another's LEO may be stale (it
+    may be dead), and only its own fetch says it is alive."""
+    if replica == view.local_id or replica in view.maximal_isr or replica not in view.state.replicas:
+        return False
+    leo = view.leo_of(replica)
+    return leo >= view.high_watermark and leo >= view.leader_epoch_start_offset
 
 
 def isr_to_drop(view: LeaderView, now_ms: int, lag_time_max_ms: int) -> frozenset[int]:

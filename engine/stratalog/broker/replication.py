@@ -81,10 +81,11 @@ class ReplicaSet:
                                       high_watermark=self.manager.checkpointed_high_watermarks.get(tp),
                                       may_lead=self.may_lead)
                 self.partitions[tp] = partition
-            before = partition.log.high_watermark
+            before, was_leader = partition.log.high_watermark, partition.is_leader
             partition.apply_state(state)
             self._follow(tp, partition)
-        if partition.log.high_watermark != before or partition.is_leader:
+        # Waiters wake on any leadership news: a demoted leader's acks=all produces answer now.
+        if partition.log.high_watermark != before or partition.is_leader or was_leader:
             self.on_high_watermark(tp)
         return partition
 
@@ -92,13 +93,15 @@ class ReplicaSet:
         state = partition.state
         fetcher = self.fetchers.get(tp)
         wanted = None if state is None or partition.is_leader or state.leader < 0 else state.leader
-        if fetcher is not None and (fetcher.leader != wanted or not fetcher.running):
+        moved = fetcher is not None and self.endpoints.get(fetcher.leader) != fetcher.endpoint
+        if fetcher is not None and (fetcher.leader != wanted or moved or not fetcher.running):
             fetcher.stop(wait=False)
             del self.fetchers[tp]
             fetcher = None
         if fetcher is None and wanted is not None and wanted in self.endpoints:
-            client = self.client_factory(self.endpoints[wanted], tp)
-            self.fetchers[tp] = ReplicaFetcher(partition, wanted, client, self.settings.fetcher,
+            endpoint = self.endpoints[wanted]
+            self.fetchers[tp] = ReplicaFetcher(partition, wanted, self.client_factory(endpoint, tp),
+                                               self.settings.fetcher, endpoint=endpoint,
                                                on_applied=lambda: self.on_high_watermark(tp)).start()
 
     # -- the leader's side ------------------------------------------------------------------
@@ -119,7 +122,17 @@ class ReplicaSet:
             if partition.maybe_shrink_isr() and partition.log.high_watermark != before:
                 self.on_high_watermark(tp)
 
+    def take_over_logs(self) -> None:
+        """From now on every log of this engine belongs to replication: until the controller's state
+        for it arrives it serves nothing (``ReplicaManager`` refuses it), and its high watermark is
+        the checkpointed one, never its log end (what only this copy has is not committed)."""
+        for tp, log in self.manager.logs().items():
+            if tp not in self.partitions:
+                log.hw_follows_leo = False
+                log.set_high_watermark(self.manager.checkpointed_high_watermarks.get(tp, 0))
+
     def start(self) -> ReplicaSet:
+        self.take_over_logs()
         interval = self.settings.replica_lag_time_max_ms / 2000
 
         def run() -> None:

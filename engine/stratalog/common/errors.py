@@ -159,3 +159,9 @@ class InvalidUpdateVersionError(StratalogError):
 
 class RequestTimedOutError(StratalogError):
     code = "REQUEST_TIMED_OUT"
+
+
+class IneligibleReplicaError(StratalogError):
+    """An ISR addition of a replica the controller has fenced (KIP-841): it must register again first."""
+
+    code = "INELIGIBLE_REPLICA"

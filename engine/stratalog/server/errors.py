@@ -14,11 +14,17 @@ unchanged and the HTTP status only says who is at fault:
 413    ``MESSAGE_TOO_LARGE``: the body exceeds the server's limit before it is read
        (a batch within the limit but over the topic's ``max.message.bytes`` is a 400)
 415    ``INVALID_REQUEST``: a body media type the operation does not take
+409    ``FENCED_LEADER_EPOCH``, ``UNKNOWN_LEADER_EPOCH``, ``INVALID_UPDATE_VERSION``,
+       ``INELIGIBLE_REPLICA``: the request's view of the replication state is out of date
 416    ``OFFSET_OUT_OF_RANGE``: the offset is outside [log start, log end]; a distinct
        status lets a consumer reset without parsing the body
+421    ``NOT_LEADER_OR_FOLLOWER``: this engine does not lead the partition (Misdirected
+       Request); the message names its leader and where it is
 500    ``KAFKA_STORAGE_ERROR`` / ``UNKNOWN_SERVER_ERROR``: the server's fault, never
        the consequence of bad input
-503    ``BROKER_NOT_AVAILABLE``: the engine is still recovering or is shutting down
+503    ``BROKER_NOT_AVAILABLE``: the engine is still recovering or is shutting down;
+       ``NOT_ENOUGH_REPLICAS`` (``_AFTER_APPEND``): too few in-sync replicas, retry later
+504    ``REQUEST_TIMED_OUT``: acks=all, the in-sync replicas did not all have it in time
 =====  ==========================================================================
 """
 
@@ -42,6 +48,14 @@ _STATUS_BY_CODE = {
     "TOPIC_ALREADY_EXISTS": 409,
     "OFFSET_OUT_OF_RANGE": 416,
     "BROKER_NOT_AVAILABLE": 503,
+    "NOT_LEADER_OR_FOLLOWER": 421,
+    "NOT_ENOUGH_REPLICAS": 503,
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": 503,
+    "REQUEST_TIMED_OUT": 504,
+    "FENCED_LEADER_EPOCH": 409,
+    "UNKNOWN_LEADER_EPOCH": 409,
+    "INVALID_UPDATE_VERSION": 409,
+    "INELIGIBLE_REPLICA": 409,
     "KAFKA_STORAGE_ERROR": 500,
     "UNKNOWN_SERVER_ERROR": 500,
 }

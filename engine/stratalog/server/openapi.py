@@ -54,13 +54,19 @@ _ERROR_TEXT = {
            "INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_RECORD, INVALID_TIMESTAMP, "
            "INVALID_REQUIRED_ACKS, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE.",
     "404": "UNKNOWN_TOPIC_OR_PARTITION.",
-    "409": "TOPIC_ALREADY_EXISTS.",
+    "409": "TOPIC_ALREADY_EXISTS; with replication, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, "
+           "INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA: the request's view of the replication state is stale.",
     "413": "MESSAGE_TOO_LARGE: the body exceeds the server's limit (twice the largest max.message.bytes, "
            "plus 64 KiB) and was not read.",
     "415": "INVALID_REQUEST: a body media type this operation does not take.",
     "416": "OFFSET_OUT_OF_RANGE: the offset is outside [log start offset, log end offset].",
     "500": "KAFKA_STORAGE_ERROR: stored data that does not decode (the server's fault, never the request's).",
-    "503": "BROKER_NOT_AVAILABLE: the engine is still opening its directories, or the server is shutting down.",
+    "421": "NOT_LEADER_OR_FOLLOWER (replication): this engine does not lead the partition; the message names "
+           "its leader and where it is.",
+    "503": "BROKER_NOT_AVAILABLE: the engine is still opening its directories, or the server is shutting down; "
+           "NOT_ENOUGH_REPLICAS(_AFTER_APPEND) with replication: too few in-sync replicas.",
+    "504": "REQUEST_TIMED_OUT (replication, acks=all): the in-sync replicas did not all have the batch within "
+           "request.timeout.ms; it may still commit.",
 }
 
 
@@ -156,7 +162,8 @@ def build_document(settings: Settings) -> dict[str, Any]:
                                 "partitions (Kafka's default partitioner), else round-robin",
                      "parameters": [acks, fsync, compression],
                      "requestBody": _json_body(_ref("ProduceRequest")),
-                     "responses": {**_ok(_ref("TopicAppendResult")), **_errors(400, 404, 413, 415, 503)}},
+                     "responses": {**_ok(_ref("TopicAppendResult")),
+                                   **_errors(400, 404, 413, 415, 421, 503, 504)}},
         },
         "/v1/topics/{topic}/partitions/{partition}": {
             "parameters": tp_params,
@@ -172,7 +179,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
                      "requestBody": produce_body,
                      "responses": {"200": {"description": "Appended",
                                            "content": {JSON: {"schema": _ref("AppendResult")}}},
-                                   **_errors(400, 404, 413, 415, 503)}},
+                                   **_errors(400, 404, 413, 415, 421, 503, 504)}},
             "get": {"operationId": "fetch", "tags": ["records"],
                     "summary": "Fetch from an offset, raw batches or JSON records; long-polls at the high watermark",
                     "parameters": [
@@ -191,7 +198,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
                                 "headers": fetch_headers,
                                 "content": {JSON: {"schema": _ref("FetchResponse")},
                                             RECORD_BATCH: {"schema": {"type": "string", "format": "binary"}}}},
-                        **_errors(400, 404, 416, 500, 503)}},
+                        **_errors(400, 404, 416, 421, 500, 503)}},
         },
         "/v1/topics/{topic}/partitions/{partition}/offsets": {
             "parameters": tp_params,
@@ -199,7 +206,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
                     "summary": "ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, "
                                "or the first offset with a timestamp at or after T ms",
                     "parameters": [_query("timestamp", _int(-4, INT64_MAX), "The query (default -1).")],
-                    "responses": {**_ok(_ref("OffsetsResponse")), **_errors(400, 404, 503)}},
+                    "responses": {**_ok(_ref("OffsetsResponse")), **_errors(400, 404, 421, 503)}},
         },
         "/v1/topics/{topic}/partitions/{partition}/delete-records": {
             "parameters": tp_params,
@@ -207,7 +214,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
                      "summary": "DeleteRecords: move the log start offset to beforeOffset (-1: the high watermark)",
                      "requestBody": _json_body(_ref("DeleteRecordsRequest")),
                      "responses": {**_ok(_ref("DeleteRecordsResponse")),
-                                   **_errors(400, 404, 413, 415, 416, 503)}},
+                                   **_errors(400, 404, 413, 415, 416, 421, 503)}},
         },
         "/v1/replication/partitions/{topic}/{partition}": {
             "parameters": tp_params,

@@ -124,17 +124,24 @@ class _Http:
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
         with self._lock:
-            if self._conn is None:
-                self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
-            try:
-                self._conn.request(method, path, body=body, headers=headers or {})
-                response = self._conn.getresponse()
-                response.data = response.read()  # type: ignore[attr-defined]
-                return response
-            except (OSError, http.client.HTTPException) as error:
-                self._conn.close()
-                self._conn = None
-                raise OSError(f"{method} {self.host}:{self.port}{path}: {error}") from None
+            # A kept-alive connection the server has closed while idle fails on first use: one
+            # retry on a new connection. (Safe for AlterPartition too: it is a compare-and-swap.)
+            reused = self._conn is not None
+            for attempt in (1, 2):
+                if self._conn is None:
+                    self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+                try:
+                    self._conn.request(method, path, body=body, headers=headers or {})
+                    response = self._conn.getresponse()
+                    response.data = response.read()  # type: ignore[attr-defined]
+                    return response
+                except (OSError, http.client.HTTPException) as error:
+                    self._conn.close()
+                    self._conn = None
+                    if attempt == 1 and reused:
+                        continue
+                    raise OSError(f"{method} {self.host}:{self.port}{path}: {error}") from None
+            raise AssertionError("unreachable")
 
 
 class LeaderClient:

@@ -310,6 +310,13 @@ class Log:
         """
         batches = list(_split_batches(data))
         end = self.log_end_offset
+        if (batches and batches[0][0].base_offset < end <= batches[0][0].last_offset
+                and end == self.log_start_offset and self.size == 0):
+            # An empty log starting inside the leader's first batch (a log start moved into a batch):
+            # take the batch whole, starting the log at its base, as Kafka's appendAsFollower does;
+            # the leader's log start offset is followed right after.
+            self.truncate_fully_and_start_at(batches[0][0].base_offset)
+            end = self.log_end_offset
         for info, batch in batches:
             if info.base_offset < end:
                 raise OffsetOutOfRangeError(
