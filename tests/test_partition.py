@@ -425,3 +425,10 @@ def test_a_controller_that_cannot_be_reached_leaves_nothing_pending(tmp_path, cl
     leader.controller = working
     c.fetch(1, 0)
     assert c.controller.state(TP).isr == (0, 1)
+
+
+def test_a_followers_copy_is_flushed_by_flush_messages_as_the_leaders_is(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=1, flush_messages=2)
+    c.produce(0, b"a", b"b", b"c", acks=1)
+    c.fetch(1, 0)
+    assert c.log(1).log_end_offset == 3 and c.log(1).recovery_point == 3

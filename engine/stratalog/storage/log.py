@@ -333,6 +333,8 @@ class Log:
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
                 if info.magic >= 2:
                     self.epoch_cache.assign(parse_header(batch).partition_leader_epoch, info.base_offset)
+            if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+                self.flush()   # flush.messages holds for a follower's copy too
             return self.log_end_offset
 
     def set_high_watermark(self, offset: int) -> int:
