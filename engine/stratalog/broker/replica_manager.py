@@ -80,9 +80,6 @@ class ReplicaManager:
 
         loop.call_soon_threadsafe(wake)
 
-    def replicated(self, tp: TopicPartition) -> Partition | None:
-        return self.replicas.get(tp) if self.replicas is not None else None
-
     def _leader_or_refuse(self, tp: TopicPartition, what: str) -> Partition | None:
         """The partition's leader replica here; None for a single-copy engine (no replication).
 
