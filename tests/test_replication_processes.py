@@ -320,3 +320,41 @@ def test_an_acks_all_produce_waiting_on_a_leader_that_is_replaced_answers_at_onc
             follower.proc.send_signal(signal.SIGCONT)
         controller.close()
         engines.stop_all()
+
+
+def test_the_leader_reports_kafkas_replication_figures_as_a_follower_leaves_and_rejoins(tmp_path):
+    from test_server_api import metric_samples
+
+    controller = ClusterController()
+    engines = Engines(tmp_path, controller, 2, "min.insync.replicas=2")
+    try:
+        controller.controller.create(TP, (0, 1))
+        controller.settle()
+        leader = engines.servers[0]
+
+        def figures() -> dict[str, float]:
+            samples = metric_samples(leader)
+            names = ("stratalog_replica_leader_count", "stratalog_under_replicated_partitions",
+                     "stratalog_under_min_isr_partition_count", "stratalog_isr_shrinks_total",
+                     "stratalog_isr_expands_total")
+            return {n: samples.get((n, ()), -1.0) for n in names}
+
+        assert leader.produce_raw("t", 0, kafka_batch([(b"k", b"v")]), acks="all").status_code == 200
+        assert figures() == {"stratalog_replica_leader_count": 1, "stratalog_under_replicated_partitions": 0,
+                             "stratalog_under_min_isr_partition_count": 0, "stratalog_isr_shrinks_total": 0,
+                             "stratalog_isr_expands_total": 0}
+        engines.servers[1].kill()
+        controller.controller.fence(TP, 1)
+        controller.settle()
+        wait_for("the leader to see its ISR shrink", lambda: figures()["stratalog_isr_shrinks_total"] == 1)
+        assert figures()["stratalog_under_replicated_partitions"] == 1
+        assert figures()["stratalog_under_min_isr_partition_count"] == 1
+        engines.start(1)
+        controller.controller.unfence(1)
+        assert controller.push(1, TP)
+        wait_for("the follower back in the ISR", lambda: figures()["stratalog_isr_expands_total"] == 1)
+        assert figures()["stratalog_under_replicated_partitions"] == 0
+        assert figures()["stratalog_under_min_isr_partition_count"] == 0
+    finally:
+        controller.close()
+        engines.stop_all()

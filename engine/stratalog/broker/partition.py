@@ -92,6 +92,8 @@ class Partition:
         self.remotes: dict[int, RemoteReplica] = {}
         self.pending_isr: tuple[int, ...] | None = None
         self.leader_epoch_start_offset = 0
+        self.isr_shrinks = 0   # committed ISR changes seen as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec)
+        self.isr_expands = 0
         self.lock = threading.RLock()
         # From here the high watermark is the ISR's business, not the log end's.
         log.hw_follows_leo = False
@@ -125,6 +127,9 @@ class Partition:
             else:
                 if self.pending_isr is not None and set(state.isr) == set(self.pending_isr):
                     self.pending_isr = None
+                if current is not None and set(state.isr) != set(current.isr):
+                    self.isr_shrinks += bool(set(current.isr) - set(state.isr))
+                    self.isr_expands += bool(set(state.isr) - set(current.isr))
                 self._maybe_advance_high_watermark()
 
     def _become_leader(self, state: PartitionState) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -36,6 +36,7 @@ from stratalog.common.names import (
 
 if TYPE_CHECKING:
     from stratalog.broker.engine import Engine
+    from stratalog.broker.replication import ReplicaSet
     from stratalog.broker.signals import WaitCounts
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ _CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REP
 
 
 class ServerMetrics:
-    def __init__(self, engine: Engine, waits: WaitCounts) -> None:
+    def __init__(self, engine: Engine, waits: WaitCounts,
+                 replicas: Callable[[], ReplicaSet | None] = lambda: None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         registry = self.registry
         tp = ["topic", "partition"]
@@ -69,6 +71,7 @@ class ServerMetrics:
                                 ["method", "route", "status"], registry=registry)
         registry.register(EngineCollector(engine))
         registry.register(FetchWaitCollector(waits))
+        registry.register(ReplicationCollector(replicas))
 
     def error(self, code: str) -> None:
         self.errors.labels(code).inc()
@@ -100,6 +103,43 @@ class FetchWaitCollector(Collector):
         ended.add_metric(["woken"], float(self.waits.completed_by_append))
         ended.add_metric(["expired"], float(self.waits.expired))
         yield from (waiting, ended)
+
+
+class ReplicationCollector(Collector):
+    """Kafka's ReplicaManager figures for the partitions this engine replicates (nothing without replication)."""
+
+    def __init__(self, replicas: Callable[[], ReplicaSet | None]) -> None:
+        self.replicas = replicas
+
+    def collect(self) -> Iterator[Metric]:
+        replicas = self.replicas()
+        if replicas is None:
+            return
+        partitions = list(replicas.partitions.values())
+        leading = [p for p in partitions if p.is_leader and p.state is not None]
+        figures = (
+            ("stratalog_replica_partition_count", "Replicated partitions on this engine (Kafka's PartitionCount)",
+             len(partitions)),
+            ("stratalog_replica_leader_count", "Partitions this engine leads (Kafka's LeaderCount)", len(leading)),
+            ("stratalog_under_replicated_partitions",
+             "Led partitions whose ISR is smaller than their replicas (Kafka's UnderReplicatedPartitions)",
+             sum(1 for p in leading if p.state is not None and len(p.state.isr) < len(p.state.replicas))),
+            ("stratalog_under_min_isr_partition_count",
+             "Led partitions whose ISR is below min.insync.replicas (Kafka's UnderMinIsrPartitionCount)",
+             sum(1 for p in leading if p.state is not None and len(p.state.isr) < p.min_insync_replicas)),
+        )
+        for name, text, value in figures:
+            gauge = GaugeMetricFamily(name, text)
+            gauge.add_metric([], float(value))
+            yield gauge
+        for name, text, attribute in (
+                ("stratalog_isr_shrinks", "ISR shrinks committed while leading (Kafka's IsrShrinksPerSec)",
+                 "isr_shrinks"),
+                ("stratalog_isr_expands", "ISR expansions committed while leading (Kafka's IsrExpandsPerSec)",
+                 "isr_expands")):
+            counter = CounterMetricFamily(name, text)
+            counter.add_metric([], float(sum(getattr(p, attribute) for p in partitions)))
+            yield counter
 
 
 class EngineCollector(Collector):

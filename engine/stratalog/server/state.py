@@ -41,7 +41,7 @@ class ServerState:
         self.settings = settings or Settings()
         self.broker = ReplicaManager(engine, io_threads=self.settings.io_threads,
                                      maintenance_threads=self.settings.maintenance_threads)
-        self.metrics = ServerMetrics(engine, self.broker.signals.counts)
+        self.metrics = ServerMetrics(engine, self.broker.signals.counts, lambda: self.broker.replicas)
         self.started = False  # engine started and --create-topic done
         self.draining = False  # SIGTERM/SIGINT received: new requests get 503
         self._body_limit: int | None = None
