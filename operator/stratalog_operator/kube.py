@@ -37,6 +37,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "LogDir": (f"/apis/{API_VERSION}", "logdirs"),
     "Topic": (f"/apis/{API_VERSION}", "topics"),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
+    "Event": ("/api/v1", "events"),
 }
 
 PATCH_TYPES = {

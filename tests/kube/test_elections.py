@@ -79,3 +79,8 @@ def test_a_lost_agent_hands_its_leadership_to_the_next_isr_member_and_leaves_eve
     assert (after[1]["leader"], after[1]["isr"], after[1]["leaderEpoch"], after[1]["partitionEpoch"]) == \
         ("dir-b", ["dir-b", "dir-c"], 0, 1)
     assert 'stratalog_operator_partition_elections_total{reason="LeaderLost"} 1.0' in operator.metrics()
+    events = wait_for("the election events", lambda: {
+        (e["reason"], e["message"]) for e in kubectl_json(kube, "-n", NS, "get", "events")["items"]
+        if e["involvedObject"]["name"] == "events" and e["reason"] in ("LeaderLost", "IsrShrink")} or None, logs=logs)
+    assert ("LeaderLost", "partition 0: leader dir-a → dir-b (leader epoch 1), ISR [dir-b, dir-c]") in events
+    assert ("IsrShrink", "partition 1: leader dir-b → dir-b (leader epoch 0), ISR [dir-b, dir-c]") in events

@@ -31,7 +31,7 @@ from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs
 from ..metrics import OperatorMetrics
 from ..names import GROUP, LABEL_LOGDIR, LABEL_MANAGED_BY, LOGDIRS, TOPICS, VERSION, is_paused, is_unmanaged
 from ..outcome import Outcome
-from .leadership import elect_topic
+from .leadership import elect_topic, post_election_event
 from .logdirs import reconcile_logdir
 from .topics import effective_name, reconcile_topic
 
@@ -235,7 +235,11 @@ class Controller:
                 logger.exception("elections failed")
 
     def elect_all(self) -> int:
-        """One election round over every managed Topic; the number of partitions whose record changed."""
+        """One election round over every managed Topic; the number of partition records changed.
+
+        Each change is also an Event on its Topic, written through the API from this worker thread
+        (kopf's event poster only works inside its handlers).
+        """
         changed = 0
         now = datetime.now(timezone.utc)
         for namespace in sorted({ns for _, ns, _ in self.topics}):
@@ -247,10 +251,10 @@ class Controller:
                 meta = body["metadata"]
                 if is_paused(meta) or is_unmanaged(meta) or meta.get("deletionTimestamp"):
                     continue
-                elections = elect_topic(self.kube, body, alive)
-                for election in elections:
+                for election in elect_topic(self.kube, body, alive):
                     self.metrics.elections.labels(election.reason).inc()
-                changed += len(elections)
+                    post_election_event(self.kube, body, election, now)
+                    changed += 1
         return changed
 
     async def _resync_loop(self) -> None:

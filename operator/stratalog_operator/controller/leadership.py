@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence, Set
+from datetime import datetime
 from typing import Any
 
 from ..election import Election, PartitionRecord, plan_leadership
 from ..kube import ApiError, Kube
 
-__all__ = ["records_of", "render_records", "initial_records", "elect_topic", "CAS_ATTEMPTS"]
+__all__ = ["records_of", "render_records", "initial_records", "elect_topic", "post_election_event",
+           "CAS_ATTEMPTS"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,3 +103,27 @@ def elect_topic(kube: Kube, topic: Mapping[str, Any], alive: Set[str], *,
     logger.warning("Topic %s/%s: partition records still conflicting after %d attempts; next tick",
                    meta["namespace"], meta["name"], CAS_ATTEMPTS)
     return []
+
+
+def post_election_event(kube: Kube, topic: Mapping[str, Any], election: Election, now: datetime) -> None:
+    """An Event on the Topic for one election (best effort: a failure is logged, never raised)."""
+    meta = topic["metadata"]
+    after, before = election.after, election.before
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": topic.get("apiVersion"), "kind": topic.get("kind", "Topic"),
+                           "name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid")},
+        "type": "Warning" if election.reason in ("Offline", "Unclean") else "Normal",
+        "reason": election.reason,
+        "message": f"partition {after.partition}: leader {before.leader or 'none'} → {after.leader or 'none'} "
+                   f"(leader epoch {after.leader_epoch}), ISR [{', '.join(after.isr)}]",
+        "source": {"component": "stratalog-operator"}, "reportingComponent": "stratalog-operator",
+        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+    }
+    try:
+        kube.create("Event", meta["namespace"], body)
+    except Exception as error:  # noqa: BLE001 - an event is best effort
+        logger.warning("cannot post the %s event of %s/%s: %s", election.reason, meta["namespace"], meta["name"],
+                       error)
