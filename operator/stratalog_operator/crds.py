@@ -425,6 +425,10 @@ def topic_crd() -> Schema:
                     },
                 },
             },
+            "underReplicatedPartitions": {"type": "integer", "minimum": 0,
+                                          "description": "Partitions whose ISR is smaller than their replicas."},
+            "offlinePartitions": {"type": "integer", "minimum": 0,
+                                  "description": "Partitions without a leader (no in-sync replica alive)."},
             "logDirs": {
                 "type": "object",
                 "description": "Per-LogDir, per-partition figures reported by each LogDir's agent "
@@ -438,6 +442,10 @@ def topic_crd() -> Schema:
         {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
         {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
         _READY,
+        {"name": "Under-Replicated", "type": "integer", "jsonPath": ".status.underReplicatedPartitions",
+         "description": "Partitions whose ISR is smaller than their replicas."},
+        {"name": "Offline", "type": "integer", "jsonPath": ".status.offlinePartitions",
+         "description": "Partitions without a leader.", "priority": 1},
         {"name": "Placed", "type": "string",
          "jsonPath": '.status.conditions[?(@.type=="PartitionsPlaced")].status',
          "description": "Whether every assigned partition is held by its LogDir's agent."},

@@ -61,6 +61,8 @@ def test_each_partition_gets_a_record_from_its_assignment(cluster):
     assert found[0] == {"partition": 0, "replicas": ["dir-a", "dir-b", "dir-c"], "leader": "dir-a",
                         "leaderEpoch": 0, "isr": ["dir-a", "dir-b", "dir-c"], "partitionEpoch": 0}
     assert found[1]["leader"] == "dir-b" and found[1]["replicas"] == ["dir-b", "dir-c", "dir-a"]
+    status = kubectl_json(kube, "-n", NS, "get", "topic", "events")["status"]
+    assert (status["underReplicatedPartitions"], status["offlinePartitions"]) == (0, 0)
 
 
 def test_a_lost_agent_hands_its_leadership_to_the_next_isr_member_and_leaves_every_isr(cluster):
@@ -79,6 +81,10 @@ def test_a_lost_agent_hands_its_leadership_to_the_next_isr_member_and_leaves_eve
     assert (after[1]["leader"], after[1]["isr"], after[1]["leaderEpoch"], after[1]["partitionEpoch"]) == \
         ("dir-b", ["dir-b", "dir-c"], 0, 1)
     assert 'stratalog_operator_partition_elections_total{reason="LeaderLost"} 1.0' in operator.metrics()
+    status = kubectl_json(kube, "-n", NS, "get", "topic", "events")["status"]
+    assert (status["underReplicatedPartitions"], status["offlinePartitions"]) == (2, 0)
+    table = kube.kubectl_run("-n", NS, "get", "topic", "events", "-o", "wide").stdout.split("\n")
+    assert "UNDER-REPLICATED" in table[0] and "OFFLINE" in table[0], table
     events = wait_for("the election events", lambda: {
         (e["reason"], e["message"]) for e in kubectl_json(kube, "-n", NS, "get", "events")["items"]
         if e["involvedObject"]["name"] == "events" and e["reason"] in ("LeaderLost", "IsrShrink")} or None, logs=logs)

@@ -85,7 +85,9 @@ def elect_topic(kube: Kube, topic: Mapping[str, Any], alive: Set[str], *,
         for change in changes:
             records[change.after.partition] = change.after
         patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
-                 "status": {"partitions": render_records(records)}}
+                 "status": {"partitions": render_records(records),
+                            "underReplicatedPartitions": sum(len(r.isr) < len(r.replicas) for r in records.values()),
+                            "offlinePartitions": sum(r.leader is None for r in records.values())}}
         try:
             kube.patch("Topic", meta["namespace"], meta["name"], patch, subresource="status")
         except ApiError as error:
