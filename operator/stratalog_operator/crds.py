@@ -437,7 +437,7 @@ def topic_crd() -> Schema:
             },
         },
     }
-    columns = [
+    columns: list[Schema] = [
         {"name": "Topic", "type": "string", "jsonPath": ".status.topicName", "description": "Kafka topic name."},
         {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
         {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
