@@ -90,6 +90,7 @@ class ReplicaManager:
             return None
         partition = self.replicas.get(tp)
         if partition is None:
+            self.log(tp)   # no replica here at all: UNKNOWN_TOPIC_OR_PARTITION, as for a single copy
             raise NotLeaderOrFollowerError(f"{what} {tp}: broker {self.replicas.broker_id} awaits the "
                                            "controller's state for it; try again, or ask its leader")
         state = partition.state

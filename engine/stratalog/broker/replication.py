@@ -89,6 +89,14 @@ class ReplicaSet:
             self.on_high_watermark(tp)
         return partition
 
+    def remove(self, tp: TopicPartition) -> None:
+        """Stop replicating ``tp`` here (before its log is deleted: no fetcher may append to it after)."""
+        with self._lock:
+            fetcher = self.fetchers.pop(tp, None)
+            self.partitions.pop(tp, None)
+        if fetcher is not None:
+            fetcher.stop()
+
     def _follow(self, tp: TopicPartition, partition: Partition) -> None:
         state = partition.state
         fetcher = self.fetchers.get(tp)

@@ -16,7 +16,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from stratalog.common.errors import StratalogError, UnknownTopicOrPartitionError
 from stratalog.common.names import TopicPartition
 from stratalog.broker.engine import Engine
+from stratalog.broker.replication import ReplicaSet
 from stratalog.broker.topics import TopicAdmin
 
 from ..conditions import Condition, merge_conditions, now_rfc3339
@@ -71,9 +72,12 @@ class Agent:
         self.topics: dict[str, Json] = {}           # Topic name -> latest body
         self.logdir_body: Json | None = None
         self._lock = threading.Lock()               # the Topic reconcile and status writes, one at a time
+        self.partitions_lock = threading.Lock()     # partition deletion vs. the replica driver
         self._written: dict[str, tuple[Json, float]] = {}   # Topic name -> (entry, monotonic time)
         self._logdir_written: tuple[Json, float] | None = None
         self.last_retention_ms: dict[TopicPartition, int] = {}
+        self.replicas: ReplicaSet | None = None     # the engine's replicas, once replication is on
+        self.on_topic_event: Callable[[], None] = lambda: None   # wakes the replica driver
 
     # -- inputs --------------------------------------------------------------------------------
     def topic_defaults(self) -> dict[str, str]:
@@ -87,7 +91,7 @@ class Agent:
             return None
         return LocalTopic(frozenset(described.partitions), dict(described.overrides))
 
-    def _owner_of(self, kafka_name: str) -> Json | None:
+    def owner_of(self, kafka_name: str) -> Json | None:
         """The Topic whose data this is: the one carrying this agent's finalizer."""
         for body in list(self.topics.values()):   # a snapshot: the event loop updates the dict
             if effective_name(body) == kafka_name and self.finalizer in (body["metadata"].get("finalizers") or []):
@@ -144,7 +148,11 @@ class Agent:
                 outcome.event(body, "Normal", "PartitionsCreated",
                               f"LogDir {self.logdir}: created partitions {created} of {name}")
         if actions.delete:
-            TopicAdmin(manager).delete_partitions(name, actions.delete)
+            with self.partitions_lock:   # no replica state is applied to a log being deleted
+                if self.replicas is not None:
+                    for p in actions.delete:
+                        self.replicas.remove(TopicPartition(name, p))
+                TopicAdmin(manager).delete_partitions(name, actions.delete)
             for p in actions.delete:
                 self.last_retention_ms.pop(TopicPartition(name, p), None)
             outcome.event(body, "Normal", "PartitionsDeleted",
@@ -175,7 +183,7 @@ class Agent:
             self.last_retention_ms[tp] = now
             by_topic.setdefault(tp.topic, []).append((tp.partition, deletion.base_offset))
         for kafka_name, deleted in sorted(by_topic.items()):
-            owner = self._owner_of(kafka_name)
+            owner = self.owner_of(kafka_name)
             if owner is None:
                 continue
             parts = sorted({p for p, _ in deleted})
@@ -187,7 +195,7 @@ class Agent:
     def run_cleaner(self) -> Outcome:
         outcome = Outcome()
         for report in self.engine.run_cleaner():
-            owner = self._owner_of(report.topic_partition.topic)
+            owner = self.owner_of(report.topic_partition.topic)
             if owner is None:
                 continue
             outcome.event(owner, "Normal", "Cleaned",

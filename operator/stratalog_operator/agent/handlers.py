@@ -136,6 +136,7 @@ class AgentRuntime:
                 return
             agent.topics[name] = copy.deepcopy(dict(body))
             await self.reconcile(agent.topics[name])
+            agent.on_topic_event()   # partition records may have changed: act on them now
 
         @kopf.on.event(GROUP, VERSION, LOGDIRS, when=is_mine, registry=registry)
         async def logdir_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:

@@ -29,6 +29,9 @@ from stratalog.server.app import create_app
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState
 from stratalog.broker.engine import Engine
+from stratalog.broker.fetcher import FetcherSettings
+from stratalog.broker.replication import ReplicaSet, ReplicationSettings
+from stratalog.server.replication import LeaderClient
 
 from ..kube import Kube
 from ..metrics import OperatorMetrics
@@ -36,6 +39,8 @@ from ..names import GROUP, agent_timer_finalizer
 from .agent import Agent, AgentSettings, agent_manager
 from .figures import WritePolicy
 from .lease import AgentLease
+from .replicas import KubeAlterPartition, ReplicaDriver
+from ..replica_records import broker_id
 from .handlers import AgentRuntime, Intervals
 
 __all__ = ["AgentRunOptions", "run_agent", "main"]
@@ -107,9 +112,9 @@ async def run_agent(options: AgentRunOptions) -> int:
     runtime: AgentRuntime | None = None
     lease: AgentLease | None = None
     status = 0
+    driver: ReplicaDriver | None = None
     try:
         await loop.run_in_executor(state.broker.maintenance, engine.start)
-        state.started = True
         logger.info("LogDir %s: engine open on %s (%d partitions)", options.logdir,
                     ", ".join(map(str, options.data_dirs)), len(engine.manager.logs()))
         kube = Kube(field_manager=agent_manager(options.logdir), on_write=metrics.wrote)
@@ -123,6 +128,11 @@ async def run_agent(options: AgentRunOptions) -> int:
             options.logdir, options.namespace,
             WritePolicy(options.status_min_interval, options.status_interval),
             options.disk_pressure_free_ratio))
+        # Replication before the first request: every log serves nothing until its record arrives.
+        driver = _replication(kube, options, engine, agent, lease)
+        state.broker.attach_replicas(driver.replicas.start(), loop)
+        driver.start()
+        state.started = True
         tick = max(0.5, min(options.status_min_interval, 10.0))
         runtime = AgentRuntime(agent, metrics, Intervals.from_engine(agent, tick))
         registry = SmartOperatorRegistry()
@@ -143,6 +153,9 @@ async def run_agent(options: AgentRunOptions) -> int:
         await runner.cleanup()
         if runtime is not None:
             await loop.run_in_executor(None, runtime.shutdown)
+        if driver is not None:
+            await loop.run_in_executor(None, driver.stop)
+            await loop.run_in_executor(None, driver.replicas.stop)
         if lease is not None:
             await loop.run_in_executor(None, lease.stop)
         await loop.run_in_executor(None, state.shutdown_pools)
@@ -152,6 +165,26 @@ async def run_agent(options: AgentRunOptions) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     return status
+
+
+def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Agent,
+                 lease: AgentLease) -> ReplicaDriver:
+    config = engine.config
+    settings = ReplicationSettings(broker_id(options.logdir), config.replica_lag_time_max_ms,
+                                   FetcherSettings(config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms,
+                                                   config.replica_fetch_min_bytes))
+    driver: ReplicaDriver | None = None
+
+    def alive() -> set[str]:
+        return driver.alive if driver is not None else set()
+
+    controller = KubeAlterPartition(kube, options.namespace, agent.owner_of, alive)
+    replicas = ReplicaSet(engine.manager, settings, controller, LeaderClient, clock=engine.clock,
+                          may_lead=lease.may_lead)
+    agent.replicas = replicas
+    driver = ReplicaDriver(kube, options.namespace, options.logdir, replicas, agent.topics, agent.partitions_lock)
+    agent.on_topic_event = driver.wake
+    return driver
 
 
 def _bound_url(runner: web.AppRunner) -> str | None:

@@ -1,0 +1,162 @@
+"""The agent's half of replication: partition records in the Topic's status drive the engine's replicas.
+
+The controller decides leaders (``controller.leadership``); this module makes the embedded
+engine act on what it decided. On every Topic event, and at least every second, it reads each
+partition record naming this LogDir and hands the engine its state (Kafka's LeaderAndIsr): lead
+at that epoch, or follow that leader, whose address comes from the Lease its agent advertises.
+
+ISR changes go the other way: the leader's engine proposes (Kafka's AlterPartition) and *this
+agent* commits the proposal itself, by compare-and-swap on the Topic's ``resourceVersion``,
+rather than asking the controller to. The API server is already the single writer that orders
+every change; an extra hop through the controller would add latency to every ISR expansion
+(which is what lets ``acks=all`` go on after a follower returns), and would make ISR changes
+stop whenever the controller is down, without making them any safer: the partition-epoch check
+in ``replica_records.alter_isr`` plus the CAS is what fences a stale proposal, wherever it runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from stratalog.broker.replica_state import PartitionState
+from stratalog.broker.replication import ReplicaSet
+from stratalog.common.errors import UnknownTopicOrPartitionError
+from stratalog.common.names import TopicPartition
+
+from ..controller.leadership import CAS_ATTEMPTS, records_of, render_records
+from ..kube import ApiError, Kube
+from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs
+from ..replica_records import advertised_urls, alter_isr, broker_id, engine_state
+from .placement import effective_name
+
+__all__ = ["KubeAlterPartition", "ReplicaDriver", "SYNC_INTERVAL_S"]
+
+logger = logging.getLogger("stratalog.agent")
+
+SYNC_INTERVAL_S = 1.0
+Json = dict[str, Any]
+
+
+class KubeAlterPartition:
+    """The engine's ``Controller``: an ISR change is committed into the Topic's status by CAS."""
+
+    def __init__(self, kube: Kube, namespace: str, owner_of: Callable[[str], Json | None],
+                 alive: Callable[[], set[str]]) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.owner_of = owner_of     # Kafka topic name → the Topic object holding it here
+        self.alive = alive           # LogDirs whose agents hold a live Lease, as last read
+
+    def alter_partition(self, tp: TopicPartition, leader: int, leader_epoch: int, isr: tuple[int, ...],
+                        partition_epoch: int) -> PartitionState:
+        owner = self.owner_of(tp.topic)
+        if owner is None:
+            raise UnknownTopicOrPartitionError(f"{tp}: no Topic in {self.namespace} holds it here")
+        name = owner["metadata"]["name"]
+        for _ in range(CAS_ATTEMPTS):
+            body = self.kube.get("Topic", self.namespace, name)
+            records = records_of(body or {})
+            if body is None or tp.partition not in records:
+                raise UnknownTopicOrPartitionError(f"{tp}: Topic {self.namespace}/{name} has no record of it")
+            after = alter_isr(records[tp.partition], leader, leader_epoch, isr, partition_epoch, self.alive())
+            records[tp.partition] = after
+            patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
+                     "status": {"partitions": render_records(records),
+                                "underReplicatedPartitions": sum(len(r.isr) < len(r.replicas)
+                                                                 for r in records.values())}}
+            try:
+                self.kube.patch("Topic", self.namespace, name, patch, subresource="status")
+            except ApiError as error:
+                if error.status == 409:
+                    continue   # the Topic moved on (figures, another record): check the proposal again
+                raise
+            logger.info("%s: ISR committed %s (partition epoch %d)", tp, list(after.isr), after.partition_epoch)
+            return engine_state(after)
+        raise OSError(f"{tp}: AlterPartition still conflicting after {CAS_ATTEMPTS} attempts")
+
+
+class ReplicaDriver:
+    """Keeps the engine's replicas in step with the records (a thread; woken by Topic events)."""
+
+    def __init__(self, kube: Kube, namespace: str, logdir: str, replicas: ReplicaSet,
+                 topics: Mapping[str, Json], lock: threading.Lock) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.logdir = logdir
+        self.replicas = replicas
+        self.topics = topics          # the agent's latest Topic bodies, by object name
+        self.lock = lock              # the agent's: no state is applied while a reconcile deletes
+        self.alive: set[str] = set()
+        self.endpoints: dict[int, str] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def read_leases(self) -> None:
+        leases = self.kube.list("Lease", self.namespace, label_selector=AGENT_LEASE_SELECTOR)
+        self.alive = alive_logdirs(leases, datetime.now(timezone.utc))
+        self.endpoints = {broker_id(n): url for n, url in advertised_urls(leases).items()}
+
+    def sync_once(self) -> int:
+        """Apply every record naming this LogDir whose state the engine lacks; how many were applied."""
+        self.read_leases()
+        applied = 0
+        with self.lock:
+            logs = self.replicas.manager.logs()
+            for body in list(self.topics.values()):
+                if (body.get("metadata") or {}).get("deletionTimestamp"):
+                    continue
+                name = effective_name(body)
+                for record in records_of(body).values():
+                    tp = TopicPartition(name, record.partition)
+                    if self.logdir not in record.replicas or tp not in logs:
+                        continue   # not ours, or not created here yet (the reconcile comes first)
+                    try:
+                        state = engine_state(record)
+                    except ValueError as error:
+                        logger.error("%s: %s", tp, error)
+                        continue
+                    if self._current(tp, state):
+                        continue
+                    self.replicas.apply_state(tp, state, self.endpoints)
+                    applied += 1
+        return applied
+
+    def _current(self, tp: TopicPartition, state: PartitionState) -> bool:
+        """Whether the engine already acts on ``state`` (and follows the leader at its address)."""
+        partition = self.replicas.get(tp)
+        if partition is None or partition.state != state:
+            return False
+        if state.leader < 0 or state.leader == self.replicas.broker_id:
+            return True
+        fetcher = self.replicas.fetchers.get(tp)
+        return fetcher is not None and fetcher.running and fetcher.endpoint == self.endpoints.get(state.leader)
+
+    def start(self) -> ReplicaDriver:
+        def run() -> None:
+            while not self._stop.is_set():
+                self._wake.wait(SYNC_INTERVAL_S)
+                self._wake.clear()
+                if self._stop.is_set():
+                    return
+                try:
+                    self.sync_once()
+                except Exception as error:  # noqa: BLE001 - the next round tries again
+                    logger.warning("LogDir %s: replica sync failed: %s", self.logdir, error)
+
+        self._thread = threading.Thread(target=run, name=f"replicas-{self.logdir}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
