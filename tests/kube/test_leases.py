@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 
+from kubernetes import client, config
+
+from stratalog_operator.agent.lease import AgentLease
+from stratalog_operator.kube import Kube
 from stratalog_operator.leases import ADVERTISED_ANNOTATION, expired
 
 from .conftest import KubeCluster
@@ -36,6 +40,12 @@ def agent(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -
         if role.proc is not None and role.proc.poll() is None:
             role.proc.send_signal(signal.SIGCONT)
         role.stop()
+
+
+def load_client_configuration_from(kubeconfig: Path) -> client.Configuration:
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    return configuration
 
 
 def lease(cluster: KubeCluster) -> dict[str, Any]:
@@ -68,3 +78,24 @@ def test_a_paused_agent_s_lease_lapses_and_it_renews_once_resumed(kube_cluster, 
         agent.proc.send_signal(signal.SIGCONT)
     wait_for("the Lease renewed again", lambda: not expired(lease(kube_cluster), now()), timeout=30,
              logs=[agent.log_path])
+
+
+def test_after_a_lapse_a_renewed_lease_lets_its_agent_lead_only_once_the_records_are_read_again(kube_cluster):
+    clock = [1000.0]   # the agent's monotonic clock, moved by hand: a pause is a jump
+    kube = Kube(load_client_configuration_from(kube_cluster.kubeconfig))
+    held = AgentLease(kube, NS, "dir-z", "holder-z", session_timeout_ms=3000, heartbeat_interval_ms=500,
+                      advertised_url=None, monotonic=lambda: clock[0])
+    assert held.renew_once() and not held.may_lead()       # registered, records not read yet
+    held.confirm(held.registration)
+    assert held.may_lead()
+    clock[0] += 2.0
+    assert held.renew_once() and held.may_lead()            # renewed in time: the same registration
+    clock[0] += 3.5                                          # paused past the session
+    assert not held.may_lead()
+    first = held.registration
+    assert held.renew_once()
+    assert held.registration == first + 1 and not held.may_lead()   # renewed, but may have been replaced
+    held.confirm(first)
+    assert not held.may_lead()                               # a read from before the lapse does not count
+    held.confirm(held.registration)
+    assert held.may_lead()

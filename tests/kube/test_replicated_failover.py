@@ -6,19 +6,24 @@ takes ``acks=all`` produces from two producers and is read by a tailing consumer
 every request to the partition's leader as the Topic's status names it (and moving on when
 told ``NOT_LEADER_OR_FOLLOWER``).
 
-Each trial SIGKILLs the agent leading a random partition. Its Lease lapses, the controller moves
-its leaderships to in-sync followers and bumps their epochs; the agent restarts, truncates what
-its successors never had, catches up and rejoins every ISR. Then, with the producers paused:
+Each trial hits the agent leading a random partition, in one of three ways: SIGKILL; SIGSTOP for
+longer than its Lease while a producer keeps writing to it, then SIGCONT (the zombie, which must
+not acknowledge anything once replaced); or SIGKILL followed by a SIGKILL of the controller while
+it elects. Its Lease lapses, the controller moves its leaderships to in-sync followers and bumps
+their epochs; the agent comes back, truncates what its successors never had, catches up and
+rejoins every ISR. Then, with the producers paused:
 every acknowledged record is in the partition's log at the offset it was acknowledged with, the
 three replicas' logs are byte-identical, and every record a consumer read is in the final log.
 
-``STRATALOG_KUBE_FAILOVER_TRIALS`` sets the number of trials (20 in CI, the issue's minimum).
+``STRATALOG_KUBE_FAILOVER_TRIALS`` sets the number of trials of each kind (20 in CI, the issue's
+minimum).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -105,6 +110,8 @@ class Workload:
         self.acked: dict[tuple[int, int], bytes] = {}
         self.read: dict[tuple[int, int], bytes] = {}
         self.errors: dict[str, int] = {}
+        self.pinned: tuple[str, list[int]] | None = None
+        self.pinned_replies: dict[str, int] = {}
         self._lock = threading.Lock()
         self._running = threading.Event()
         self._stop = threading.Event()
@@ -143,6 +150,10 @@ class Workload:
                 pass
             time.sleep(0.2)
 
+    def pin(self, logdir: str | None, partitions: list[int]) -> None:
+        """Producer 0 sends to ``logdir`` for ``partitions``, whoever leads them (None: back to leaders)."""
+        self.pinned = (logdir, partitions) if logdir else None
+
     def _url(self, partition: int) -> str | None:
         leader = self.leaders.get(partition)
         agent = self.bed.agents.get(leader) if leader else None
@@ -155,6 +166,10 @@ class Workload:
             self._running.wait()
             partition = (partition + 1) % PARTITIONS
             url = self._url(partition)
+            pinned = self.pinned if producer == 0 else None
+            if pinned is not None:
+                partition = pinned[1][partition % len(pinned[1])]
+                url = self.bed.agents[pinned[0]].base
             if url is None:
                 time.sleep(0.05)
                 continue
@@ -169,6 +184,10 @@ class Workload:
                 self._count("connection")
                 time.sleep(0.05)
                 continue
+            if pinned is not None:
+                code = "ok" if reply.status_code == 200 else reply.json().get("error_code", str(reply.status_code))
+                with self._lock:
+                    self.pinned_replies[code] = self.pinned_replies.get(code, 0) + 1
             if reply.status_code == 200:
                 with self._lock:
                     self.acked[(partition, reply.json()["baseOffset"])] = value
@@ -254,7 +273,61 @@ def test_an_acknowledged_record_is_on_all_three_replicas(bed):
     assert all(v == [b"v1"] for v in values.values()), values
 
 
-def test_acknowledged_records_survive_sigkills_of_leading_agents(bed):
+def sigkill_a_leader(bed: Bed, workload: Workload, rng: random.Random, trial: int) -> str:
+    records = bed.records()
+    victim: str = records[rng.randrange(PARTITIONS)]["leader"]
+    bed.agents[victim].kill()
+    wait_moved(bed, victim, [p for p, r in records.items() if r["leader"] == victim], trial)
+    time.sleep(rng.uniform(0.0, 1.0))          # the others go on without it for a while
+    bed.agents[victim].start()
+    return victim
+
+
+def pause_a_leader_past_its_lease(bed: Bed, workload: Workload, rng: random.Random, trial: int) -> str:
+    """The zombie: SIGSTOP while one producer keeps writing to it; SIGCONT once it has been replaced."""
+    records = bed.records()
+    victim: str = records[rng.randrange(PARTITIONS)]["leader"]
+    led = [p for p, r in records.items() if r["leader"] == victim]
+    workload.pin(victim, led)
+    time.sleep(0.3)
+    agent = bed.agents[victim]
+    assert agent.proc is not None
+    agent.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_moved(bed, victim, led, trial)
+        time.sleep(rng.uniform(0.0, 1.0))
+    finally:
+        agent.proc.send_signal(signal.SIGCONT)
+    time.sleep(rng.uniform(0.5, 1.5))          # the zombie's producer goes on after it wakes
+    workload.pin(None, [])
+    return victim
+
+
+def sigkill_the_controller_mid_failover(bed: Bed, workload: Workload, rng: random.Random, trial: int) -> str:
+    records = bed.records()
+    victim: str = records[rng.randrange(PARTITIONS)]["leader"]
+    bed.agents[victim].kill()
+    time.sleep(rng.uniform(0.0, 4.0))          # before, during or after the Lease lapses and elections run
+    bed.operator.kill()
+    time.sleep(rng.uniform(0.0, 1.0))
+    bed.operator.start()
+    wait_moved(bed, victim, [p for p, r in records.items() if r["leader"] == victim], trial)
+    bed.agents[victim].start()
+    return victim
+
+
+def wait_moved(bed: Bed, victim: str, led: list[int], trial: int) -> None:
+    wait_for(f"trial {trial}: {victim}'s leaderships to move",
+             lambda: all(r["leader"] not in (None, victim) and victim not in r["isr"]
+                         for p, r in bed.records().items() if p in led),
+             timeout=60, logs=bed.logs)
+
+
+@pytest.mark.parametrize("fault", [sigkill_a_leader, pause_a_leader_past_its_lease,
+                                   sigkill_the_controller_mid_failover],
+                         ids=["SIGKILL of a leader's agent", "SIGSTOP of a leader past its Lease (zombie)",
+                              "SIGKILL of the controller mid-failover"])
+def test_acknowledged_records_survive(bed, fault):
     rng = random.Random(int(os.environ.get("STRATALOG_KUBE_FAILOVER_SEED", "15")))
     wait_for("every partition led and replicated", bed.settled, timeout=120, logs=bed.logs)
     workload = Workload(bed)
@@ -262,16 +335,7 @@ def test_acknowledged_records_survive_sigkills_of_leading_agents(bed):
     try:
         for trial in range(TRIALS):
             time.sleep(rng.uniform(0.5, 1.5))
-            records = bed.records()
-            victim = records[rng.randrange(PARTITIONS)]["leader"]
-            bed.agents[victim].kill()
-            led = [p for p, r in records.items() if r["leader"] == victim]
-            wait_for(f"trial {trial}: {victim}'s leaderships to move",
-                     lambda: all(r["leader"] not in (None, victim) and victim not in r["isr"]
-                                 for p, r in bed.records().items() if p in led),
-                     timeout=60, logs=bed.logs)
-            time.sleep(rng.uniform(0.0, 1.0))          # the others go on without it for a while
-            bed.agents[victim].start()
+            victim = fault(bed, workload, rng, trial)
             workload.pause()
             wait_for(f"trial {trial}: {victim} back in every ISR, one log end everywhere", bed.settled,
                      timeout=90, logs=bed.logs)
@@ -284,4 +348,7 @@ def test_acknowledged_records_survive_sigkills_of_leading_agents(bed):
     phantom = {k: v for k, v in workload.read.items() if finals[k[0]].get(k[1]) != v}
     assert not phantom, f"a consumer read records that are not in the final log: {sorted(phantom.items())[:5]}"
     assert len(workload.acked) > 10 * TRIALS and workload.read, (len(workload.acked), workload.errors)
-    print(f"{TRIALS} trials, {len(workload.acked)} acknowledged, {len(workload.read)} read, errors {workload.errors}")
+    if fault is pause_a_leader_past_its_lease:
+        assert workload.pinned_replies, "no request reached a paused leader"
+    print(f"{fault.__name__}: {TRIALS} trials, {len(workload.acked)} acknowledged, {len(workload.read)} read, "
+          f"errors {workload.errors}, answers of paused leaders {workload.pinned_replies}")

@@ -4,6 +4,12 @@ A thread rather than a kopf timer, so that a slow handler never delays a heartbe
 also asks it, before acknowledging anything as a leader, whether it may still lead: only while
 its last successful renewal, timed from the moment it was *sent*, is younger than the session
 timeout — so a paused agent that wakes up knows it may have been replaced before anyone tells it.
+
+Renewing again after a lapse is not enough to lead again: meanwhile the controller may have
+moved every leadership away, and the records saying so may not have reached this agent yet. So
+each renewal after a lapse (and the first one) opens a new *registration*, and the agent may not
+lead until it has read the partition records afresh under it (``confirm``), as a Kafka broker
+that lost its session is unfenced only after it has caught up with the metadata log.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ class AgentLease:
         self._now = now
         self._last_renewal_sent: float | None = None
         self._exists = False
+        self.registration = 0          # moves with each renewal after a lapse
+        self._confirmed = -1           # the registration under which the records were last read
         self.renewals = 0
         self.failures = 0
         self._stop = threading.Event()
@@ -65,13 +73,23 @@ class AgentLease:
             logger.warning("LogDir %s: lease renewal failed: %s", self.logdir, error)
             return False
         self._exists = True
+        last = self._last_renewal_sent
+        if last is None or (sent - last) * 1000 >= self.session_timeout_ms:
+            self.registration += 1
+            logger.info("LogDir %s: lease (re)registered; leading waits for fresh partition records",
+                        self.logdir)
         self._last_renewal_sent = sent
         self.renewals += 1
         return True
 
     def may_lead(self) -> bool:
         last = self._last_renewal_sent
-        return last is not None and (self._monotonic() - last) * 1000 < self.session_timeout_ms
+        return (last is not None and (self._monotonic() - last) * 1000 < self.session_timeout_ms
+                and self._confirmed == self.registration)
+
+    def confirm(self, registration: int) -> None:
+        """The partition records were read afresh after ``registration`` began: leading may resume."""
+        self._confirmed = registration
 
     def start(self) -> AgentLease:
         self.renew_once()

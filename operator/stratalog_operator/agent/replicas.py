@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from stratalog.broker.replica_state import PartitionState
 from stratalog.broker.replication import ReplicaSet
@@ -79,12 +79,21 @@ class KubeAlterPartition:
         raise OSError(f"{tp}: AlterPartition still conflicting after {CAS_ATTEMPTS} attempts")
 
 
+class Registrations(Protocol):
+    """The agent's Lease, as the driver sees it (``AgentLease``)."""
+
+    registration: int
+
+    def confirm(self, registration: int) -> None: ...
+
+
 class ReplicaDriver:
     """Keeps the engine's replicas in step with the records (a thread; woken by Topic events)."""
 
     def __init__(self, kube: Kube, namespace: str, logdir: str, replicas: ReplicaSet,
-                 topics: Mapping[str, Json], lock: threading.Lock) -> None:
+                 topics: Mapping[str, Json], lock: threading.Lock, lease: Registrations) -> None:
         self.kube = kube
+        self.lease = lease
         self.namespace = namespace
         self.logdir = logdir
         self.replicas = replicas
@@ -92,6 +101,7 @@ class ReplicaDriver:
         self.lock = lock              # the agent's: no state is applied while a reconcile deletes
         self.alive: set[str] = set()
         self.endpoints: dict[int, str] = {}
+        self._confirmed = -1
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,12 +115,19 @@ class ReplicaDriver:
         self.endpoints = {broker_id(n): url for n, url in advertised_urls(leases).items()}
 
     def sync_once(self) -> int:
-        """Apply every record naming this LogDir whose state the engine lacks; how many were applied."""
+        """Apply every record naming this LogDir whose state the engine lacks; how many were applied.
+
+        Under a new Lease registration (the first, or after a lapse) the Topics are listed afresh
+        rather than taken from the watch, which may lag, and only then may the engine lead again.
+        """
+        registration = self.lease.registration
+        fresh = registration != self._confirmed
         self.read_leases()
+        bodies = self.kube.list("Topic", self.namespace) if fresh else list(self.topics.values())
         applied = 0
         with self.lock:
             logs = self.replicas.manager.logs()
-            for body in list(self.topics.values()):
+            for body in bodies:
                 if (body.get("metadata") or {}).get("deletionTimestamp"):
                     continue
                 name = effective_name(body)
@@ -127,6 +144,9 @@ class ReplicaDriver:
                         continue
                     self.replicas.apply_state(tp, state, self.endpoints)
                     applied += 1
+        if fresh:
+            self.lease.confirm(registration)
+            self._confirmed = registration
         return applied
 
     def _current(self, tp: TopicPartition, state: PartitionState) -> bool:

@@ -182,7 +182,8 @@ def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Ag
     replicas = ReplicaSet(engine.manager, settings, controller, LeaderClient, clock=engine.clock,
                           may_lead=lease.may_lead)
     agent.replicas = replicas
-    driver = ReplicaDriver(kube, options.namespace, options.logdir, replicas, agent.topics, agent.partitions_lock)
+    driver = ReplicaDriver(kube, options.namespace, options.logdir, replicas, agent.topics, agent.partitions_lock,
+                           lease)
     agent.on_topic_event = driver.wake
     return driver
 
