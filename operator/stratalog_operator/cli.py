@@ -75,6 +75,9 @@ def register(sub: Any) -> None:
                     help="the agent's Lease lasts this long without a renewal (Kafka's broker.session.timeout.ms)")
     ag.add_argument("--broker-heartbeat-interval-ms", type=int, default=2000, metavar="MS",
                     help="how often the agent renews its Lease (Kafka's broker.heartbeat.interval.ms)")
+    ag.add_argument("--controlled-shutdown-timeout-ms", type=int, default=15000, metavar="MS",
+                    help="on SIGTERM, how long to wait for the controller to move this agent's leaderships to "
+                         "in-sync followers before stopping anyway (Kafka's controlled shutdown; 0: do not wait)")
     ag.add_argument("--advertise", default=None, metavar="URL",
                     help="where other agents and clients reach this engine (default: the address it listens on; "
                          "in a cluster, the LogDir's Service)")

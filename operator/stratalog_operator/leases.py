@@ -22,10 +22,13 @@ from typing import Any
 
 from .names import LABEL_COMPONENT, LABEL_LOGDIR, LABEL_MANAGED_BY
 
-__all__ = ["ADVERTISED_ANNOTATION", "AGENT_LEASE_SELECTOR", "lease_name", "lease_body", "renewal", "expired", "alive_logdirs",
+__all__ = ["ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "AGENT_LEASE_SELECTOR", "shutting_down", "lease_name", "lease_body", "renewal", "expired", "alive_logdirs",
            "duration_seconds", "micro_time"]
 
 ADVERTISED_ANNOTATION = "stratalog.io/advertised-url"
+# Set by an agent that is shutting down (Kafka's ControlledShutdown request): the controller moves
+# its leaderships to in-sync followers first, and it may not join an ISR meanwhile (KIP-841).
+SHUTTING_DOWN_ANNOTATION = "stratalog.io/controlled-shutdown"
 LEASE_COMPONENT = "agent-lease"
 AGENT_LEASE_SELECTOR = f"{LABEL_COMPONENT}={LEASE_COMPONENT}"
 
@@ -61,13 +64,16 @@ def lease_body(logdir: str, namespace: str, holder: str, session_timeout_ms: int
     }
 
 
-def renewal(holder: str, session_timeout_ms: int, now: datetime, advertised_url: str | None) -> dict[str, Any]:
-    """The merge patch of one renewal (it also takes the Lease over from a previous holder)."""
-    patch: dict[str, Any] = {"spec": {"holderIdentity": holder, "renewTime": micro_time(now),
-                                      "leaseDurationSeconds": duration_seconds(session_timeout_ms)}}
+def renewal(holder: str, session_timeout_ms: int, now: datetime, advertised_url: str | None, *,
+            leaving: bool = False) -> dict[str, Any]:
+    """The merge patch of one renewal (it also takes the Lease over from a previous holder, and
+    clears the shutdown mark a previous process of this agent may have left)."""
+    annotations: dict[str, Any] = {SHUTTING_DOWN_ANNOTATION: "true" if leaving else None}
     if advertised_url:
-        patch["metadata"] = {"annotations": {ADVERTISED_ANNOTATION: advertised_url}}
-    return patch
+        annotations[ADVERTISED_ANNOTATION] = advertised_url
+    return {"metadata": {"annotations": annotations},
+            "spec": {"holderIdentity": holder, "renewTime": micro_time(now),
+                     "leaseDurationSeconds": duration_seconds(session_timeout_ms)}}
 
 
 def expired(lease: Mapping[str, Any], now: datetime) -> bool:
@@ -87,3 +93,14 @@ def alive_logdirs(leases: Iterable[Mapping[str, Any]], now: datetime) -> set[str
         if logdir and not expired(lease, now):
             alive.add(logdir)
     return alive
+
+
+def shutting_down(leases: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The LogDirs whose agents are in a controlled shutdown."""
+    out = set()
+    for lease in leases:
+        meta = lease.get("metadata") or {}
+        logdir = (meta.get("labels") or {}).get(LABEL_LOGDIR)
+        if logdir and (meta.get("annotations") or {}).get(SHUTTING_DOWN_ANNOTATION) == "true":
+            out.add(logdir)
+    return out

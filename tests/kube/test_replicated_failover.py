@@ -104,8 +104,10 @@ class Bed:
 class Workload:
     """acks=all producers and a tailing consumer, each asking the Topic's status who leads."""
 
-    def __init__(self, bed: Bed) -> None:
+    def __init__(self, bed: Bed, *, retry_for: float = 0.0) -> None:
         self.bed = bed
+        self.retry_for = retry_for   # a producer retries a record this long (a Kafka client's delivery.timeout.ms)
+        self.failed: list[tuple[int, bytes, str]] = []   # records given up on
         self.leaders: dict[int, str] = {}
         self.acked: dict[tuple[int, int], bytes] = {}
         self.read: dict[tuple[int, int], bytes] = {}
@@ -176,6 +178,9 @@ class Workload:
             with self._lock:
                 self._sequence += 1
                 value = b"p%d-%08d" % (producer, self._sequence)
+            if self.retry_for:
+                self._deliver(session, partition, value)
+                continue
             try:
                 reply = session.post(f"{url}/v1/topics/{TOPIC}/partitions/{partition}/records",
                                      data=kafka_batch([(b"k", value)]), params={"acks": "all"},
@@ -194,6 +199,34 @@ class Workload:
             else:
                 self._count(reply.json().get("error_code", str(reply.status_code)))
                 time.sleep(0.05)
+
+    def _deliver(self, session: requests.Session, partition: int, value: bytes) -> None:
+        """Send one record until a leader acknowledges it, as a Kafka producer retries retriable errors."""
+        deadline = time.monotonic() + self.retry_for
+        last = ""
+        while time.monotonic() < deadline:
+            url = self._url(partition)
+            if url is None:
+                time.sleep(0.05)
+                continue
+            try:
+                reply = session.post(f"{url}/v1/topics/{TOPIC}/partitions/{partition}/records",
+                                     data=kafka_batch([(b"k", value)]), params={"acks": "all"},
+                                     headers={"Content-Type": "application/vnd.kafka.record-batch"}, timeout=30)
+            except requests.RequestException as error:
+                last = f"connection: {error}"
+                self._count("connection")
+                time.sleep(0.05)
+                continue
+            if reply.status_code == 200:
+                with self._lock:
+                    self.acked[(partition, reply.json()["baseOffset"])] = value
+                return
+            last = reply.json().get("error_code", str(reply.status_code))
+            self._count(last)
+            time.sleep(0.05)
+        with self._lock:
+            self.failed.append((partition, value, last))
 
     def _consume(self) -> None:
         session = requests.Session()
@@ -352,3 +385,30 @@ def test_acknowledged_records_survive(bed, fault):
         assert workload.pinned_replies, "no request reached a paused leader"
     print(f"{fault.__name__}: {TRIALS} trials, {len(workload.acked)} acknowledged, {len(workload.read)} read, "
           f"errors {workload.errors}, answers of paused leaders {workload.pinned_replies}")
+
+
+def test_a_rolling_controlled_shutdown_under_load_fails_no_produce(bed):
+    wait_for("every partition led and replicated", bed.settled, timeout=120, logs=bed.logs)
+    workload = Workload(bed, retry_for=30.0)
+    workload.start()
+    try:
+        for name in LOGDIRS:
+            time.sleep(1.0)
+            agent = bed.agents[name]
+            led = [p for p, r in bed.records().items() if r["leader"] == name]
+            assert agent.stop() == 0, agent.log()[-3000:]
+            assert "controlled shutdown: no leadership left here" in agent.log(), agent.log()[-3000:]
+            records = bed.records()
+            assert all(records[p]["leader"] not in (None, name) for p in led), records
+            agent.start()
+            wait_for(f"{name} back in every ISR", lambda: all(len(r["isr"]) == 3 for r in bed.records().values()),
+                     timeout=90, logs=bed.logs)
+    finally:
+        workload.stop()
+    assert not workload.failed, f"produces failed after retries: {workload.failed[:5]} ({workload.errors})"
+    wait_for("the last records replicated", bed.settled, timeout=90, logs=bed.logs)
+    check_replicas(bed, workload, "after the rolling restart")
+    moves = bed.operator.metrics()
+    assert 'stratalog_operator_partition_elections_total{reason="ControlledShutdown"}' in moves
+    assert len(workload.acked) > 100, (len(workload.acked), workload.errors)
+    print(f"rolling restart: {len(workload.acked)} acknowledged, none failed; retried errors {workload.errors}")

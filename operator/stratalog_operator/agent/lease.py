@@ -49,6 +49,7 @@ class AgentLease:
         self._exists = False
         self.registration = 0          # moves with each renewal after a lapse
         self._confirmed = -1           # the registration under which the records were last read
+        self.leaving = False           # in a controlled shutdown: said with every renewal from now on
         self.renewals = 0
         self.failures = 0
         self._stop = threading.Event()
@@ -66,7 +67,7 @@ class AgentLease:
                     self.logdir, self.namespace, self.holder, self.session_timeout_ms, self._now(), self.advertised_url))
             else:
                 self.kube.patch("Lease", self.namespace, self.name, renewal(
-                    self.holder, self.session_timeout_ms, self._now(), self.advertised_url))
+                    self.holder, self.session_timeout_ms, self._now(), self.advertised_url, leaving=self.leaving))
         except Exception as error:  # noqa: BLE001 - any failure is a missed heartbeat; keep trying
             self.failures += 1
             self._exists = False
@@ -86,6 +87,11 @@ class AgentLease:
         last = self._last_renewal_sent
         return (last is not None and (self._monotonic() - last) * 1000 < self.session_timeout_ms
                 and self._confirmed == self.registration)
+
+    def leave(self) -> bool:
+        """Start a controlled shutdown: mark the Lease so the controller moves this agent's leaderships."""
+        self.leaving = True
+        return self.renew_once()
 
     def confirm(self, registration: int) -> None:
         """The partition records were read afresh after ``registration`` began: leading may resume."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -29,8 +30,9 @@ from stratalog.common.names import TopicPartition
 
 from ..controller.leadership import CAS_ATTEMPTS, records_of, render_records
 from ..kube import ApiError, Kube
-from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs
+from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, shutting_down
 from ..replica_records import advertised_urls, alter_isr, broker_id, engine_state
+from .lease import AgentLease
 from .placement import effective_name
 
 __all__ = ["KubeAlterPartition", "ReplicaDriver", "SYNC_INTERVAL_S"]
@@ -111,17 +113,42 @@ class ReplicaDriver:
 
     def read_leases(self) -> None:
         leases = self.kube.list("Lease", self.namespace, label_selector=AGENT_LEASE_SELECTOR)
-        self.alive = alive_logdirs(leases, datetime.now(timezone.utc))
+        # Eligible for the ISR: a live Lease and not in a controlled shutdown (KIP-841).
+        self.alive = alive_logdirs(leases, datetime.now(timezone.utc)) - shutting_down(leases)
         self.endpoints = {broker_id(n): url for n, url in advertised_urls(leases).items()}
 
-    def sync_once(self) -> int:
+    def leading(self) -> list[TopicPartition]:
+        """The partitions whose records, read now from the API, name this LogDir their leader."""
+        out = []
+        for body in self.kube.list("Topic", self.namespace):
+            name = effective_name(body)
+            out += [TopicPartition(name, r.partition) for r in records_of(body).values() if r.leader == self.logdir]
+        return out
+
+    def controlled_shutdown(self, lease: AgentLease, timeout_s: float) -> list[TopicPartition]:
+        """Kafka's controlled shutdown: ask the controller to move every leadership away and wait
+        (following the records as they change) until none is left here, or the time is up; what
+        is still led here then."""
+        still: list[TopicPartition] = []
+        if not lease.leave():
+            return self.leading()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.sync_once(fresh=True)   # the watch is stopped by now: read the records directly
+            still = self.leading()
+            if not still:
+                return []
+            time.sleep(0.2)
+        return still
+
+    def sync_once(self, *, fresh: bool = False) -> int:
         """Apply every record naming this LogDir whose state the engine lacks; how many were applied.
 
         Under a new Lease registration (the first, or after a lapse) the Topics are listed afresh
         rather than taken from the watch, which may lag, and only then may the engine lead again.
         """
         registration = self.lease.registration
-        fresh = registration != self._confirmed
+        fresh = fresh or registration != self._confirmed
         self.read_leases()
         bodies = self.kube.list("Topic", self.namespace) if fresh else list(self.topics.values())
         applied = 0

@@ -62,6 +62,7 @@ class AgentRunOptions:
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
     advertise: str | None = None
+    controlled_shutdown_timeout_ms: int = 15000
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AgentRunOptions:
@@ -75,7 +76,8 @@ class AgentRunOptions:
                              "--broker-session-timeout-ms")
         return cls(args.logdir, args.namespace, list(args.data_dirs), host, port, props,
                    args.status_min_interval, args.status_interval, args.disk_pressure_free_ratio,
-                   args.broker_session_timeout_ms, args.broker_heartbeat_interval_ms, args.advertise)
+                   args.broker_session_timeout_ms, args.broker_heartbeat_interval_ms, args.advertise,
+                   args.controlled_shutdown_timeout_ms)
 
 
 def settings_for(options: AgentRunOptions) -> kopf.OperatorSettings:
@@ -149,6 +151,19 @@ async def run_agent(options: AgentRunOptions) -> int:
         logger.error("LogDir %s: cannot run: %s", options.logdir, error)
         status = 1
     finally:
+        if driver is not None and lease is not None and status == 0 and options.controlled_shutdown_timeout_ms > 0:
+            # Still serving: followers keep fetching and clients are sent to the new leaders.
+            try:
+                still = await loop.run_in_executor(None, driver.controlled_shutdown, lease,
+                                                   options.controlled_shutdown_timeout_ms / 1000)
+            except Exception as error:   # noqa: BLE001 - the API is unreachable: stop all the same
+                still = []
+                logger.warning("LogDir %s: controlled shutdown failed: %s", options.logdir, error)
+            if still:
+                logger.warning("LogDir %s: controlled shutdown timed out; still leading %s", options.logdir,
+                               ", ".join(map(str, still[:5])) + (" ..." if len(still) > 5 else ""))
+            else:
+                logger.info("LogDir %s: controlled shutdown: no leadership left here", options.logdir)
         state.begin_draining()
         await runner.cleanup()
         if runtime is not None:
