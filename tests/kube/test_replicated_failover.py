@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -35,9 +36,10 @@ import requests
 
 from server_harness import kafka_batch
 from stratalog.records import decode_records, iter_batch_infos
+from stratalog_operator.replica_records import broker_id
 
 from .conftest import KubeCluster
-from .roles import Agent, Operator, kubectl_json, wait_for
+from .roles import STRATALOG, Agent, Operator, wait_for
 
 NS = "failover"
 LOGDIRS = ("dir-a", "dir-b", "dir-c")
@@ -300,7 +302,12 @@ def test_an_acknowledged_record_is_on_all_three_replicas(bed):
     refused = requests.post(f"{follower.base}/v1/topics/{TOPIC}/partitions/0/records",
                             json={"records": [{"value": "v2"}]}, timeout=30)
     assert refused.status_code == 421 and refused.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", refused.text
-    assert leader.base in refused.json()["message"]     # where the leader is
+    assert refused.json()["leader"] == {"brokerId": broker_id(leader.logdir), "url": leader.base,
+                                        "leaderEpoch": records[0]["leaderEpoch"]}   # where to go instead
+    # The CLI, given a follower, follows that answer to the leader.
+    cli = subprocess.run([*STRATALOG, "consume", "--server", follower.base, "--topic", TOPIC, "--partition", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0 and "v1" in cli.stdout, (cli.stdout, cli.stderr)
     wait_for("the record on every replica", bed.settled, timeout=60, logs=bed.logs)
     values = {d: [v for _, v in records_of(bed.log_bytes(d, 0))] for d in LOGDIRS}
     assert all(v == [b"v1"] for v in values.values()), values
@@ -408,7 +415,11 @@ def test_a_rolling_controlled_shutdown_under_load_fails_no_produce(bed):
     assert not workload.failed, f"produces failed after retries: {workload.failed[:5]} ({workload.errors})"
     wait_for("the last records replicated", bed.settled, timeout=90, logs=bed.logs)
     check_replicas(bed, workload, "after the rolling restart")
+    # Leadership went back to each partition's first replica once it was in sync again.
+    wait_for("the preferred replicas leading", lambda: all(r["leader"] == r["replicas"][0]
+                                                           for r in bed.records().values()), logs=bed.logs)
     moves = bed.operator.metrics()
     assert 'stratalog_operator_partition_elections_total{reason="ControlledShutdown"}' in moves
+    assert 'stratalog_operator_partition_elections_total{reason="PreferredLeader"}' in moves
     assert len(workload.acked) > 100, (len(workload.acked), workload.errors)
     print(f"rolling restart: {len(workload.acked)} acknowledged, none failed; retried errors {workload.errors}")

@@ -6,12 +6,14 @@ from datetime import datetime, timedelta, timezone
 
 from stratalog_operator.leases import (
     ADVERTISED_ANNOTATION,
+    SHUTTING_DOWN_ANNOTATION,
     alive_logdirs,
     duration_seconds,
     expired,
     lease_body,
     lease_name,
     renewal,
+    shutting_down,
 )
 
 T0 = datetime(2026, 11, 24, 12, 0, 0, 123456, tzinfo=timezone.utc)
@@ -48,3 +50,14 @@ def test_alive_logdirs_are_those_with_a_current_lease():
     leases = [lease_body("dir-a", "ns", "a", 9000, T0, None), lease_body("dir-b", "ns", "b", 9000,
                                                                          T0 - timedelta(seconds=20), None)]
     assert alive_logdirs(leases, T0 + timedelta(seconds=1)) == {"dir-a"}
+
+
+def test_an_agent_in_controlled_shutdown_says_so_on_its_lease_and_a_later_renewal_clears_it():
+    body = lease_body("dir-a", "ns", "a", 9000, T0, None)
+    leaving = renewal("a", 9000, T0, None, leaving=True)["metadata"]["annotations"]
+    assert leaving == {SHUTTING_DOWN_ANNOTATION: "true"}
+    marked = {**body, "metadata": {**body["metadata"], "annotations": leaving}}
+    assert shutting_down([marked, lease_body("dir-b", "ns", "b", 9000, T0, None)]) == {"dir-a"}
+    # A merge patch's null removes the mark a previous process of this agent left.
+    assert renewal("a", 9000, T0, "http://h:1")["metadata"]["annotations"] == {
+        SHUTTING_DOWN_ANNOTATION: None, ADVERTISED_ANNOTATION: "http://h:1"}

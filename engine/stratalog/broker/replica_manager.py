@@ -99,7 +99,9 @@ class ReplicaManager:
             where = self.replicas.endpoints.get(leader) if leader >= 0 else None
             raise NotLeaderOrFollowerError(
                 f"{what} {tp}: broker {partition.local_id} is not its leader; its leader is "
-                + (f"broker {leader}" + (f" at {where}" if where else "") if leader >= 0 else "none (offline)"))
+                + (f"broker {leader}" + (f" at {where}" if where else "") if leader >= 0 else "none (offline)"),
+                leader_id=leader if leader >= 0 else None, leader_url=where,
+                leader_epoch=state.leader_epoch if state is not None else None)
         return partition
 
     # -- running blocking work ----------------------------------------------------------------

@@ -21,13 +21,15 @@ from stratalog.common.errors import StratalogError
 
 JSON = "application/json"
 RECORD_BATCH = "application/vnd.kafka.record-batch"
+MAX_LEADER_HOPS = 3
 
 
 class RemoteError(StratalogError):
-    def __init__(self, code: str, message: str, status: int | None = None) -> None:
+    def __init__(self, code: str, message: str, status: int | None = None, *, leader_url: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.status = status
+        self.leader_url = leader_url   # where the partition's leader is, when a follower said so
 
 
 class Client:
@@ -48,7 +50,22 @@ class Client:
     def request(self, method: str, path: str, *, query: dict[str, object] | None = None, body: bytes | None = None,
                 content_type: str | None = None, accept: str = JSON, timeout: float | None = None
                 ) -> tuple[int, dict[str, str], bytes]:
-        url = self.url(path, query)
+        """One request; a follower's NOT_LEADER_OR_FOLLOWER naming the leader is followed there (a few
+        hops at most, as a Kafka client follows KIP-951's current leader). Nothing was written by the
+        follower that refused, so sending the same request to the leader is safe."""
+        base = self.base_url
+        for _ in range(MAX_LEADER_HOPS):
+            try:
+                return self._request_at(base, method, path, query, body, content_type, accept, timeout)
+            except RemoteError as error:
+                if error.code != "NOT_LEADER_OR_FOLLOWER" or not error.leader_url or error.leader_url == base:
+                    raise
+                base = error.leader_url
+        return self._request_at(base, method, path, query, body, content_type, accept, timeout)
+
+    def _request_at(self, base: str, method: str, path: str, query: dict[str, object] | None, body: bytes | None,
+                    content_type: str | None, accept: str, timeout: float | None) -> tuple[int, dict[str, str], bytes]:
+        url = base + self.url(path, query)[len(self.base_url):]
         request = urllib.request.Request(url, data=body, method=method)
         request.add_header("Accept", accept)
         if content_type is not None:
@@ -58,15 +75,19 @@ class Client:
                 return response.status, dict(response.headers.items()), response.read()
         except urllib.error.HTTPError as error:
             raw = error.read()
+            leader_url = None
             try:
                 payload = json.loads(raw)
                 code, message = str(payload["error_code"]), str(payload["message"])
-            except (ValueError, KeyError, TypeError):
+                leader = payload.get("leader")
+                if isinstance(leader, dict) and isinstance(leader.get("url"), str):
+                    leader_url = leader["url"].rstrip("/")
+            except (ValueError, KeyError, TypeError, AttributeError):
                 code, message = "UNKNOWN_SERVER_ERROR", raw.decode("utf-8", "replace")[:500] or str(error)
-            raise RemoteError(code, message, error.code) from None
+            raise RemoteError(code, message, error.code, leader_url=leader_url) from None
         except (urllib.error.URLError, socket.timeout, ConnectionError) as error:
             reason = getattr(error, "reason", error)
-            raise RemoteError("NETWORK_EXCEPTION", f"cannot reach {self.base_url}: {reason}") from None
+            raise RemoteError("NETWORK_EXCEPTION", f"cannot reach {base}: {reason}") from None
 
     def json(self, method: str, path: str, *, query: dict[str, object] | None = None, body: Any = None,
              timeout: float | None = None) -> Any:

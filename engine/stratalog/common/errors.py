@@ -14,6 +14,10 @@ class StratalogError(Exception):
 
     code: str = "UNKNOWN_SERVER_ERROR"
 
+    def details(self) -> dict[str, object]:
+        """Fields a transport adds to the error's answer beside its code and message."""
+        return {}
+
 
 class CorruptRecordError(StratalogError):
     """Bytes that do not decode as a valid record batch.
@@ -122,9 +126,26 @@ class KafkaStorageError(StratalogError):
 
 # -- replication (Kafka's names) ----------------------------------------------------------------
 class NotLeaderOrFollowerError(StratalogError):
-    """This replica is not the partition's leader (produce) or not a replica at all."""
+    """This replica is not the partition's leader (produce) or not a replica at all.
+
+    When this engine knows who leads, the answer says so (``leader``: broker id, address, epoch),
+    as Kafka's produce and fetch responses carry ``CurrentLeader`` (KIP-951), so a client goes
+    there without a metadata round trip.
+    """
 
     code = "NOT_LEADER_OR_FOLLOWER"
+
+    def __init__(self, message: str, *, leader_id: int | None = None, leader_url: str | None = None,
+                 leader_epoch: int | None = None) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+        self.leader_url = leader_url
+        self.leader_epoch = leader_epoch
+
+    def details(self) -> dict[str, object]:
+        if self.leader_id is None:
+            return {}
+        return {"leader": {"brokerId": self.leader_id, "url": self.leader_url, "leaderEpoch": self.leader_epoch}}
 
 
 class FencedLeaderEpochError(StratalogError):

@@ -94,8 +94,10 @@ def status_for(error: StratalogError) -> int:
     return 500
 
 
-def error_response(status: int, code: str, message: str, *, headers: dict[str, str] | None = None) -> web.Response:
-    return web.json_response({"error_code": code, "message": message}, status=status, headers=headers)
+def error_response(status: int, code: str, message: str, *, headers: dict[str, str] | None = None,
+                   details: dict[str, object] | None = None) -> web.Response:
+    return web.json_response({"error_code": code, "message": message, **(details or {})}, status=status,
+                             headers=headers)
 
 
 ErrorListener = Callable[[str], None]
@@ -111,7 +113,7 @@ def error_middleware(on_error: ErrorListener) -> Middleware:
             return await handler(request)
         except StratalogError as error:
             on_error(error.code)
-            return error_response(status_for(error), error.code, str(error))
+            return error_response(status_for(error), error.code, str(error), details=error.details())
         except web.HTTPException as error:
             # aiohttp's own refusals (no route, wrong method): same JSON shape, same status,
             # keeping headers such as Allow that the status promises.

@@ -339,7 +339,13 @@ def _schemas(max_partitions: int) -> dict[str, Schema]:
                      "recordCount": _int(1), "batches": _int(1), "logStartOffset": offset}
     return {
         "Error": _object({"error_code": {"type": "string", "description": "Kafka's error name"},
-                          "message": {"type": "string"}}, ["error_code", "message"]),
+                          "message": {"type": "string"},
+                          "leader": {"type": "object", "description": "with NOT_LEADER_OR_FOLLOWER, when this "
+                                     "engine knows the partition's leader: where to send the request instead",
+                                     "properties": {"brokerId": {"type": "integer"},
+                                                    "url": {"type": ["string", "null"]},
+                                                    "leaderEpoch": {"type": ["integer", "null"]}}}},
+                         ["error_code", "message"]),
         "TopicName": {"type": "string", "minLength": 1, "maxLength": 249, "pattern": TOPIC_PATTERN,
                       "not": {"enum": [".", ".."]},
                       "description": "Kafka's rule: ASCII letters, digits, '.', '_', '-'; at most 249 characters."},
