@@ -34,6 +34,12 @@ class OperatorMetrics:
         self.elections = Counter(f"{prefix}_partition_elections", "Partition records changed by the controller, "
                                  "by reason (LeaderLost, ControlledShutdown, IsrShrink, PreferredLeader, ...).",
                                  ["reason"], registry=self.registry)
+        # Kafka's controller gauges (OfflinePartitionsCount, and the cluster's under-replicated count),
+        # from the partition records as the controller last saw them.
+        self.offline_partitions = Gauge(f"{prefix}_offline_partitions_count", "Partitions without a leader "
+                                        "(Kafka's OfflinePartitionsCount).", registry=self.registry)
+        self.under_replicated = Gauge(f"{prefix}_under_replicated_partitions", "Partitions whose ISR is smaller "
+                                      "than their replicas, over every managed Topic.", registry=self.registry)
         self.last_activity = time.monotonic()
 
     def wrote(self, verb: str, kind: str) -> None:

@@ -3,9 +3,11 @@ including Pod Security "restricted" enforcement on the operator's namespace."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
+import yaml
 
 from .conftest import REPO, KubeCluster
 
@@ -54,3 +56,14 @@ def test_template_accepted_by_apiserver(kube_cluster: KubeCluster) -> None:
     assert "clusterrole.rbac.authorization.k8s.io/strata-stratalog-operator" in out
     assert "role.rbac.authorization.k8s.io/strata-stratalog-agent" in out
     assert "Warning" not in out, out  # no PodSecurity "restricted" violations
+
+
+def test_the_grafana_dashboard_ships_as_a_configmap_for_grafanas_sidecar(kube_cluster: KubeCluster) -> None:
+    rendered = _helm(kube_cluster, "template", "strata", str(CHART), "--set", "metrics.grafanaDashboard.enabled=true",
+                     "--show-only", "templates/dashboard.yaml").stdout
+    configmap = yaml.safe_load(rendered)
+    assert configmap["kind"] == "ConfigMap" and configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(configmap["data"]["stratalog.json"]) == json.loads(
+        (CHART / "dashboards" / "stratalog.json").read_text())
+    proc = kube_cluster.kubectl_run("apply", "--dry-run=server", "-f", "-", input=rendered)
+    assert "configmap/strata-stratalog-dashboard created (server dry run)" in proc.stdout, proc.stdout

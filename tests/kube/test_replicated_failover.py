@@ -21,8 +21,10 @@ minimum).
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -41,6 +43,7 @@ from stratalog_operator.replica_records import broker_id
 from .conftest import KubeCluster
 from .roles import STRATALOG, Agent, Operator, wait_for
 
+REPO = Path(__file__).resolve().parents[2]
 NS = "failover"
 LOGDIRS = ("dir-a", "dir-b", "dir-c")
 TOPIC = "orders"
@@ -423,3 +426,15 @@ def test_a_rolling_controlled_shutdown_under_load_fails_no_produce(bed):
     assert 'stratalog_operator_partition_elections_total{reason="PreferredLeader"}' in moves
     assert len(workload.acked) > 100, (len(workload.acked), workload.errors)
     print(f"rolling restart: {len(workload.acked)} acknowledged, none failed; retried errors {workload.errors}")
+
+
+def test_every_dashboard_query_names_metrics_the_agents_and_the_controller_export(bed):
+    dashboard = json.loads((REPO / "charts" / "stratalog" / "dashboards" / "stratalog.json").read_text())
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    wanted = {name for q in queries for name in re.findall(r"\b(stratalog_[a-z0-9_]+)\b", q)}
+    exported = set()
+    for text in [bed.operator.metrics(), *(a.metrics() for a in bed.agents.values())]:
+        exported |= {m.group(0) for line in text.splitlines() if not line.startswith("#")
+                     if (m := re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line))}
+    assert len(queries) >= 10 and wanted
+    assert wanted <= exported, f"dashboard queries name metrics nobody exports: {sorted(wanted - exported)}"

@@ -31,7 +31,7 @@ from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, shutting_down
 from ..metrics import OperatorMetrics
 from ..names import GROUP, LABEL_LOGDIR, LABEL_MANAGED_BY, LOGDIRS, TOPICS, VERSION, is_paused, is_unmanaged
 from ..outcome import Outcome
-from .leadership import elect_topic, post_election_event
+from .leadership import elect_topic, post_election_event, records_of
 from .logdirs import reconcile_logdir
 from .topics import effective_name, reconcile_topic
 
@@ -256,6 +256,9 @@ class Controller:
                     self.metrics.elections.labels(election.reason).inc()
                     post_election_event(self.kube, body, election, now)
                     changed += 1
+        records = [r for body in list(self.topics.values()) for r in records_of(body).values()]
+        self.metrics.offline_partitions.set(sum(r.leader is None for r in records))
+        self.metrics.under_replicated.set(sum(len(r.isr) < len(r.replicas) for r in records))
         return changed
 
     async def _resync_loop(self) -> None:
