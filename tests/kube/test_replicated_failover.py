@@ -38,6 +38,7 @@ import requests
 
 from server_harness import kafka_batch
 from stratalog.records import decode_records, iter_batch_infos
+from stratalog_spark.store.http import HttpStore
 from stratalog_operator.replica_records import broker_id
 
 from .conftest import KubeCluster
@@ -311,6 +312,11 @@ def test_an_acknowledged_record_is_on_all_three_replicas(bed):
     cli = subprocess.run([*STRATALOG, "consume", "--server", follower.base, "--topic", TOPIC, "--partition", "0"],
                          capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0 and "v1" in cli.stdout, (cli.stdout, cli.stderr)
+    # So does the Spark data source's store (option url), on the executors' side.
+    def no_loss(*where: object) -> None:
+        raise AssertionError(f"data loss reported at {where}")
+    data = b"".join(HttpStore(follower.base).read_batches(TOPIC, 0, 0, 1, no_loss))
+    assert [v for _, v in records_of(data)] == [b"v1"]
     wait_for("the record on every replica", bed.settled, timeout=60, logs=bed.logs)
     values = {d: [v for _, v in records_of(bed.log_bytes(d, 0))] for d in LOGDIRS}
     assert all(v == [b"v1"] for v in values.values()), values

@@ -30,15 +30,17 @@ FETCH_BYTES = 8 << 20
 CHUNK_BYTES = 8 << 20  # planning granularity; planning groups chunks into tasks
 TIMEOUT_S = 120.0
 ATTEMPTS = 3
+LEADER_HOPS = 3
 
 
 class HttpError(StratalogError):
     """An error answer of the server, with its Kafka error code."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, *, leader_url: str | None = None) -> None:
         super().__init__(f"HTTP {status} {code}: {message}")
         self.status = status
         self.code = code
+        self.leader_url = leader_url   # with NOT_LEADER_OR_FOLLOWER: where the partition's leader is
 
 
 class HttpStore:
@@ -57,7 +59,22 @@ class HttpStore:
     # -- transport -----------------------------------------------------------------------------
     def _request(self, method: str, path: str, query: dict[str, Any] | None = None, *, body: bytes | None = None,
                  headers: dict[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
-        url = self.url + path
+        """One request; sent on to the partition's leader when a replica that does not lead it says
+        where the leader is (it wrote nothing, so a produce may follow too). Any agent of a
+        replicated cluster is thus a starting point, and a failover is followed as it happens."""
+        base = self.url
+        for _ in range(LEADER_HOPS):
+            try:
+                return self._request_at(base, method, path, query, body, headers)
+            except HttpError as error:
+                if error.code != "NOT_LEADER_OR_FOLLOWER" or not error.leader_url or error.leader_url == base:
+                    raise
+                base = error.leader_url
+        return self._request_at(base, method, path, query, body, headers)
+
+    def _request_at(self, base: str, method: str, path: str, query: dict[str, Any] | None, body: bytes | None,
+                    headers: dict[str, str] | None) -> tuple[bytes, dict[str, str]]:
+        url = base + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
@@ -173,11 +190,14 @@ class HttpStore:
 
 def _error(error: urllib.error.HTTPError) -> StratalogError:
     body = error.read()
+    leader: Any = None
     try:
         parsed = json.loads(body)
         code, message = str(parsed.get("error_code")), str(parsed.get("message"))
+        leader = parsed.get("leader")
     except (ValueError, AttributeError):
         code, message = "UNKNOWN_SERVER_ERROR", body[:200].decode("utf-8", "replace")
     if code == "CORRUPT_MESSAGE":
         return CorruptRecordError(0, message)
-    return HttpError(error.code, code, message)
+    leader_url = leader.get("url") if isinstance(leader, dict) and isinstance(leader.get("url"), str) else None
+    return HttpError(error.code, code, message, leader_url=leader_url.rstrip("/") if leader_url else None)
