@@ -119,7 +119,9 @@ class ReplicaSet:
             raise NotLeaderOrFollowerError(f"replica fetch from {tp}: broker {self.broker_id} has no replica of it")
         before = partition.log.high_watermark
         result = partition.fetch_for_follower(fetch)
-        if result.high_watermark != before:
+        # Compared with the log, not the answer: an ISR proposal settled after the answer was
+        # built (refused, or committed) may have moved the HW too, and its waiters must wake.
+        if partition.log.high_watermark != before:
             self.on_high_watermark(tp)
         return result
 

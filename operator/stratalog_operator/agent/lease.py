@@ -75,7 +75,9 @@ class AgentLease:
             return False
         self._exists = True
         last = self._last_renewal_sent
-        if last is None or (sent - last) * 1000 >= self.session_timeout_ms:
+        # Lapsed if the previous renewal was older than the session when this one *landed*: the
+        # controller may have judged it dead at any moment up to then.
+        if last is None or (self._monotonic() - last) * 1000 >= self.session_timeout_ms:
             self.registration += 1
             logger.info("LogDir %s: lease (re)registered; leading waits for fresh partition records",
                         self.logdir)

@@ -25,11 +25,12 @@ from typing import Any, Protocol
 
 from stratalog.broker.replica_state import PartitionState
 from stratalog.broker.replication import ReplicaSet
-from stratalog.common.errors import UnknownTopicOrPartitionError
+from stratalog.common.errors import IneligibleReplicaError, UnknownTopicOrPartitionError
 from stratalog.common.names import TopicPartition
 
 from ..controller.leadership import CAS_ATTEMPTS, records_of, render_records
 from ..kube import ApiError, Kube
+from ..names import is_paused, is_unmanaged
 from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, shutting_down
 from ..replica_records import advertised_urls, alter_isr, broker_id, engine_state
 from .lease import AgentLease
@@ -59,6 +60,12 @@ class KubeAlterPartition:
         if owner is None:
             raise UnknownTopicOrPartitionError(f"{tp}: no Topic in {self.namespace} holds it here")
         name = owner["metadata"]["name"]
+        # A follower without a live Lease (or shutting down) may go on fetching, and so be proposed
+        # on every fetch: refuse it here from the last Lease read, without a request per fetch.
+        unknown = set(isr) - {broker_id(n) for n in self.alive()}
+        if unknown and not self._held(tp, name, unknown):
+            raise IneligibleReplicaError(f"{tp}: brokers {sorted(unknown)} hold no live Lease (or are shutting "
+                                         "down); they cannot join the ISR")
         for _ in range(CAS_ATTEMPTS):
             body = self.kube.get("Topic", self.namespace, name)
             records = records_of(body or {})
@@ -79,6 +86,12 @@ class KubeAlterPartition:
             logger.info("%s: ISR committed %s (partition epoch %d)", tp, list(after.isr), after.partition_epoch)
             return engine_state(after)
         raise OSError(f"{tp}: AlterPartition still conflicting after {CAS_ATTEMPTS} attempts")
+
+    def _held(self, tp: TopicPartition, name: str, replicas: set[int]) -> bool:
+        """Whether ``replicas`` are all in the ISR already (by the watched record): staying is no joining."""
+        owner = self.owner_of(tp.topic)
+        record = records_of(owner or {}).get(tp.partition)
+        return record is not None and replicas <= {broker_id(r) for r in record.isr}
 
 
 class Registrations(Protocol):
@@ -121,6 +134,9 @@ class ReplicaDriver:
         """The partitions whose records, read now from the API, name this LogDir their leader."""
         out = []
         for body in self.kube.list("Topic", self.namespace):
+            meta = body.get("metadata") or {}
+            if is_paused(meta) or is_unmanaged(meta) or meta.get("deletionTimestamp"):
+                continue   # the controller moves nothing there: waiting on it would only time out
             name = effective_name(body)
             out += [TopicPartition(name, r.partition) for r in records_of(body).values() if r.leader == self.logdir]
         return out
@@ -169,7 +185,11 @@ class ReplicaDriver:
                         continue
                     if self._current(tp, state):
                         continue
-                    self.replicas.apply_state(tp, state, self.endpoints)
+                    try:
+                        self.replicas.apply_state(tp, state, self.endpoints)
+                    except Exception as error:  # noqa: BLE001 - the others must not wait on this one
+                        logger.warning("%s: cannot apply %s: %s", tp, state, error)
+                        continue
                     applied += 1
         if fresh:
             self.lease.confirm(registration)

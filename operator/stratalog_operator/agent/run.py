@@ -29,6 +29,7 @@ from stratalog.server.app import create_app
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState
 from stratalog.broker.engine import Engine
+from stratalog.common.names import TopicPartition
 from stratalog.broker.fetcher import FetcherSettings
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.replication import LeaderClient
@@ -153,13 +154,16 @@ async def run_agent(options: AgentRunOptions) -> int:
     finally:
         if driver is not None and lease is not None and status == 0 and options.controlled_shutdown_timeout_ms > 0:
             # Still serving: followers keep fetching and clients are sent to the new leaders.
+            still: list[TopicPartition] | None
             try:
                 still = await loop.run_in_executor(None, driver.controlled_shutdown, lease,
                                                    options.controlled_shutdown_timeout_ms / 1000)
             except Exception as error:   # noqa: BLE001 - the API is unreachable: stop all the same
-                still = []
+                still = None
                 logger.warning("LogDir %s: controlled shutdown failed: %s", options.logdir, error)
-            if still:
+            if still is None:
+                pass
+            elif still:
                 logger.warning("LogDir %s: controlled shutdown timed out; still leading %s", options.logdir,
                                ", ".join(map(str, still[:5])) + (" ..." if len(still) > 5 else ""))
             else:
