@@ -30,8 +30,8 @@ from stratalog.common.names import TopicPartition
 
 from ..controller.leadership import CAS_ATTEMPTS, records_of, render_records
 from ..kube import ApiError, Kube
-from ..names import is_paused, is_unmanaged
 from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, shutting_down
+from ..names import is_paused, is_unmanaged
 from ..replica_records import advertised_urls, alter_isr, broker_id, engine_state
 from .lease import AgentLease
 from .placement import effective_name
@@ -63,7 +63,7 @@ class KubeAlterPartition:
         # A follower without a live Lease (or shutting down) may go on fetching, and so be proposed
         # on every fetch: refuse it here from the last Lease read, without a request per fetch.
         unknown = set(isr) - {broker_id(n) for n in self.alive()}
-        if unknown and not self._held(tp, name, unknown):
+        if unknown and not self._held(tp, unknown):
             raise IneligibleReplicaError(f"{tp}: brokers {sorted(unknown)} hold no live Lease (or are shutting "
                                          "down); they cannot join the ISR")
         for _ in range(CAS_ATTEMPTS):
@@ -87,7 +87,7 @@ class KubeAlterPartition:
             return engine_state(after)
         raise OSError(f"{tp}: AlterPartition still conflicting after {CAS_ATTEMPTS} attempts")
 
-    def _held(self, tp: TopicPartition, name: str, replicas: set[int]) -> bool:
+    def _held(self, tp: TopicPartition, replicas: set[int]) -> bool:
         """Whether ``replicas`` are all in the ISR already (by the watched record): staying is no joining."""
         owner = self.owner_of(tp.topic)
         record = records_of(owner or {}).get(tp.partition)

@@ -29,7 +29,6 @@ from stratalog.server.app import create_app
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState
 from stratalog.broker.engine import Engine
-from stratalog.common.names import TopicPartition
 from stratalog.broker.fetcher import FetcherSettings
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.replication import LeaderClient
@@ -37,11 +36,11 @@ from stratalog.server.replication import LeaderClient
 from ..kube import Kube
 from ..metrics import OperatorMetrics
 from ..names import GROUP, agent_timer_finalizer
+from ..replica_records import broker_id
 from .agent import Agent, AgentSettings, agent_manager
 from .figures import WritePolicy
 from .lease import AgentLease
 from .replicas import KubeAlterPartition, ReplicaDriver
-from ..replica_records import broker_id
 from .handlers import AgentRuntime, Intervals
 
 __all__ = ["AgentRunOptions", "run_agent", "main"]
@@ -154,20 +153,17 @@ async def run_agent(options: AgentRunOptions) -> int:
     finally:
         if driver is not None and lease is not None and status == 0 and options.controlled_shutdown_timeout_ms > 0:
             # Still serving: followers keep fetching and clients are sent to the new leaders.
-            still: list[TopicPartition] | None
             try:
                 still = await loop.run_in_executor(None, driver.controlled_shutdown, lease,
                                                    options.controlled_shutdown_timeout_ms / 1000)
             except Exception as error:   # noqa: BLE001 - the API is unreachable: stop all the same
-                still = None
                 logger.warning("LogDir %s: controlled shutdown failed: %s", options.logdir, error)
-            if still is None:
-                pass
-            elif still:
-                logger.warning("LogDir %s: controlled shutdown timed out; still leading %s", options.logdir,
-                               ", ".join(map(str, still[:5])) + (" ..." if len(still) > 5 else ""))
             else:
-                logger.info("LogDir %s: controlled shutdown: no leadership left here", options.logdir)
+                if still:
+                    logger.warning("LogDir %s: controlled shutdown timed out; still leading %s", options.logdir,
+                                   ", ".join(map(str, still[:5])) + (" ..." if len(still) > 5 else ""))
+                else:
+                    logger.info("LogDir %s: controlled shutdown: no leadership left here", options.logdir)
         state.begin_draining()
         await runner.cleanup()
         if runtime is not None:
