@@ -222,6 +222,17 @@ def test_a_replaced_leader_can_never_acknowledge_acks_all(tmp_path, clock):
         c.partitions[0].acks_all_complete(last, 0)
 
 
+def test_a_leader_moved_off_its_partition_resigns_and_its_waiting_acks_all_produce_is_refused(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=2)
+    last = c.produce(0, b"pending", acks=-1)
+    c.partitions[0].resign()            # reassigned away: StopReplica
+    assert not c.partitions[0].is_leader
+    with pytest.raises(NotLeaderOrFollowerError, match="leadership moved"):
+        c.partitions[0].acks_all_complete(last, 0)
+    with pytest.raises(NotLeaderOrFollowerError):
+        c.partitions[0].fetch_for_follower(ReplicaFetch(1, 0, -1, 0, 1 << 20))
+
+
 def test_acks_all_completes_once_the_hw_passes_and_fails_if_the_isr_fell_below_min(tmp_path, clock):
     c = Cluster(tmp_path, clock, replicas=3, min_insync_replicas=2)
     last = c.produce(0, b"x", acks=-1)

@@ -422,6 +422,14 @@ def topic_crd() -> Schema:
                         "isr": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "atomic",
                                 "description": "In-sync replicas."},
                         "partitionEpoch": {"type": "integer", "format": "int32", "minimum": 0},
+                        "addingReplicas": {"type": "array", "items": {"type": "string"},
+                                           "x-kubernetes-list-type": "atomic",
+                                           "description": "While the partition moves (KIP-455): LogDirs catching "
+                                                          "up to join it."},
+                        "removingReplicas": {"type": "array", "items": {"type": "string"},
+                                             "x-kubernetes-list-type": "atomic",
+                                             "description": "While the partition moves: LogDirs that leave it once "
+                                                            "the new ones are in sync."},
                     },
                 },
             },

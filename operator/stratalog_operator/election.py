@@ -39,6 +39,8 @@ class PartitionRecord:
     leader_epoch: int
     isr: tuple[str, ...]
     partition_epoch: int
+    adding: tuple[str, ...] = ()     # while it moves (KIP-455): replicas catching up to join
+    removing: tuple[str, ...] = ()   # while it moves: replicas leaving once the new ones are in sync
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ class Election:
 
     before: PartitionRecord
     after: PartitionRecord
-    reason: str   # LeaderLost, ControlledShutdown, Unclean, Offline, Online, IsrShrink, PreferredLeader
+    reason: str   # LeaderLost, ControlledShutdown, Unclean, Offline, Online, IsrShrink, PreferredLeader,
+    #               ReassignmentStarted, Reassigned (reassignment.py)
 
 
 def _ordered(replicas: tuple[str, ...], members: Iterable[str]) -> tuple[str, ...]:

@@ -77,20 +77,23 @@ class Bed:
     def logs(self) -> list[Path]:
         return [self.operator.log_path, *(a.log_path for a in self.agents.values())]
 
-    def records(self) -> dict[int, dict[str, Any]]:
-        r = self.api.get(f"{self.kube.server}/apis/stratalog.io/v1alpha1/namespaces/{NS}/topics/{TOPIC}",
+    def records(self, topic: str = TOPIC) -> dict[int, dict[str, Any]]:
+        r = self.api.get(f"{self.kube.server}/apis/stratalog.io/v1alpha1/namespaces/{NS}/topics/{topic}",
                          verify=str(self.kube.ca), timeout=10)
         r.raise_for_status()
         return {p["partition"]: p for p in (r.json().get("status") or {}).get("partitions") or []}
 
-    def stats(self, logdir: str, partition: int) -> dict[str, Any]:
-        r = requests.get(f"{self.agents[logdir].base}/v1/topics/{TOPIC}/partitions/{partition}", timeout=10)
+    def stats(self, logdir: str, partition: int, topic: str = TOPIC) -> dict[str, Any]:
+        r = requests.get(f"{self.agents[logdir].base}/v1/topics/{topic}/partitions/{partition}", timeout=10)
         r.raise_for_status()
         result: dict[str, Any] = r.json()
         return result
 
-    def log_bytes(self, logdir: str, partition: int) -> bytes:
-        directory = self.root / logdir / "data-0" / f"{TOPIC}-{partition}"
+    def partition_dir(self, logdir: str, partition: int, topic: str = TOPIC) -> Path:
+        return self.root / logdir / "data-0" / f"{topic}-{partition}"
+
+    def log_bytes(self, logdir: str, partition: int, topic: str = TOPIC) -> bytes:
+        directory = self.partition_dir(logdir, partition, topic)
         return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
 
     def settled(self) -> dict[int, dict[str, Any]] | None:
@@ -444,3 +447,82 @@ def test_every_dashboard_query_names_metrics_the_agents_and_the_controller_expor
                      if (m := re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line))}
     assert len(queries) >= 10 and wanted
     assert wanted <= exported, f"dashboard queries name metrics nobody exports: {sorted(wanted - exported)}"
+
+
+@pytest.mark.parametrize("topic, before, after", [
+    ("moves", ["dir-a", "dir-b"], ["dir-b", "dir-c"]),   # two replicas; the leader leaves
+    ("solo", ["dir-a"], ["dir-c"]),                      # the only copy moves
+])
+def test_a_partition_moves_to_another_logdir_under_load_and_loses_nothing(bed, topic, before, after):
+    """KIP-455: dir-a leaves the Topic's LogDirs and dir-c joins; dir-c is added, catches up and joins
+    the ISR before dir-a (the leader) is removed and deletes its copy."""
+    kube = bed.kube
+    pool = f"pool-{topic}"
+    kube.kubectl_run("-n", NS, "label", "logdir", *before, f"{pool}=yes", "--overwrite")
+    kube.kubectl_run("-n", NS, "apply", "-f", "-", input=(
+        f"apiVersion: stratalog.io/v1alpha1\nkind: Topic\nmetadata: {{name: {topic}}}\n"
+        f"spec: {{partitions: 1, replicas: {len(before)}, logDirSelector: {{matchLabels: {{{pool}: 'yes'}}}}, "
+        f"config: {{min.insync.replicas: {len(before)}}}}}\n"))
+    wait_for(f"{topic}-0 on {before}, all in sync", lambda: (r := bed.records(topic).get(0)) and
+             (r["replicas"], r["leader"], r["isr"]) == (before, "dir-a", before), timeout=60, logs=bed.logs)
+    acked: dict[int, bytes] = {}
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        session, n = requests.Session(), 0
+        while not stop.is_set():
+            n += 1
+            value, deadline = b"m-%06d" % n, time.monotonic() + 30
+            last = ""
+            while True:
+                try:
+                    leader = bed.records(topic)[0]["leader"]
+                    reply = session.post(f"{bed.agents[leader].base}/v1/topics/{topic}/partitions/0/records",
+                                         data=kafka_batch([(b"k", value)]), params={"acks": "all"}, timeout=30,
+                                         headers={"Content-Type": "application/vnd.kafka.record-batch"})
+                    if reply.status_code == 200:
+                        acked[reply.json()["baseOffset"]] = value
+                        break
+                    last = f"{leader}: {reply.text[:300]}"
+                except (requests.RequestException, KeyError, TypeError) as error:
+                    last = repr(error)
+                if time.monotonic() > deadline:
+                    failed.append(f"{value.decode()}: {last}")
+                    break
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        time.sleep(2.0)
+        kube.kubectl_run("-n", NS, "label", "logdir", "dir-a", f"{pool}-")
+        kube.kubectl_run("-n", NS, "label", "logdir", "dir-c", f"{pool}=yes", "--overwrite")
+        seen = wait_for("the move to start", lambda: (r := bed.records(topic).get(0)) and r.get("addingReplicas")
+                        and r, timeout=60, logs=bed.logs)
+        assert (seen["addingReplicas"], seen["removingReplicas"]) == (["dir-c"], ["dir-a"])
+        assert set(seen["replicas"]) == {*before, *after}
+        moved = wait_for("the move to finish", lambda: (r := bed.records(topic).get(0)) and
+                         r["replicas"] == after and "addingReplicas" not in r and r, timeout=90, logs=bed.logs)
+        assert moved["leader"] == after[0] and moved["isr"] == after
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not failed, failed
+    wait_for("dir-a's copy deleted", lambda: not bed.partition_dir("dir-a", 0, topic).exists(), timeout=60,
+             logs=bed.logs)
+
+    def in_step() -> bool:
+        marks = {(s["logEndOffset"], s["highWatermark"]) for s in (bed.stats(d, 0, topic) for d in after)}
+        return len(marks) == 1 and len(set(next(iter(marks)))) == 1
+
+    wait_for(f"{after} in step", in_step, timeout=60, logs=bed.logs)
+    logs = {d: bed.log_bytes(d, 0, topic) for d in after}
+    assert len(set(logs.values())) == 1
+    final = dict(records_of(logs[after[0]]))
+    lost = {o: v for o, v in acked.items() if final.get(o) != v}
+    assert len(acked) > 20 and not lost, (len(acked), sorted(lost.items())[:5])
+    reasons = {e["reason"] for e in json.loads(kube.kubectl_run("-n", NS, "get", "events", "-o", "json").stdout)["items"]
+               if e["involvedObject"]["name"] == topic}
+    assert {"ReassignmentStarted", "Reassigned"} <= reasons, reasons

@@ -132,6 +132,13 @@ class Partition:
                     self.isr_expands += bool(set(state.isr) - set(current.isr))
                 self._maybe_advance_high_watermark()
 
+    def resign(self) -> None:
+        """No longer a replica of this partition: neither leader nor follower from now on."""
+        with self.lock:
+            self.state = None
+            self.remotes = {}
+            self.pending_isr = None
+
     def _become_leader(self, state: PartitionState) -> None:
         # Kafka's makeLeader: the new epoch starts at our log end; every follower's LEO is unknown.
         log = self.log
@@ -302,7 +309,8 @@ class Partition:
     # -- follower ----------------------------------------------------------------------------
     def next_fetch(self, max_bytes: int) -> ReplicaFetch:
         with self.lock:
-            assert self.state is not None
+            if self.state is None:   # resigned meanwhile (no longer a replica here)
+                raise NotLeaderOrFollowerError(f"{self.log.topic_partition}: no longer a replica here")
             latest = self.log.epoch_cache.latest_epoch()
             return ReplicaFetch(self.local_id, self.log.log_end_offset, -1 if latest is None else latest,
                                 self.state.leader_epoch, max_bytes)

@@ -90,12 +90,19 @@ class ReplicaSet:
         return partition
 
     def remove(self, tp: TopicPartition) -> None:
-        """Stop replicating ``tp`` here (before its log is deleted: no fetcher may append to it after)."""
+        """Stop replicating ``tp`` here (Kafka's StopReplica): this engine is no longer among its replicas,
+        or its log is about to be deleted. No fetcher appends to it after this returns, and a produce
+        still waiting on it as leader answers NOT_LEADER_OR_FOLLOWER at once."""
         with self._lock:
             fetcher = self.fetchers.pop(tp, None)
-            self.partitions.pop(tp, None)
+            partition = self.partitions.pop(tp, None)
         if fetcher is not None:
-            fetcher.stop()
+            fetcher.stop(wait=False)
+        if partition is not None:
+            partition.resign()
+            self.on_high_watermark(tp)
+        if fetcher is not None:
+            fetcher.stop()   # joined: its last answer is applied or dropped before this returns
 
     def _follow(self, tp: TopicPartition, partition: Partition) -> None:
         state = partition.state

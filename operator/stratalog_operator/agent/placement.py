@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..assignment import parse_assignment
+from ..controller.leadership import records_of
 from ..names import is_paused, is_unmanaged
 
 __all__ = ["LocalTopic", "TopicActions", "plan_topic_here", "effective_name"]
@@ -92,12 +93,15 @@ def plan_topic_here(topic: Mapping[str, Any], logdir: str, finalizer: str, wante
         actions.alter_config = True
     actions.overrides = dict(wanted_overrides)
     if ours:   # only data this Topic made here is this Topic's to delete
-        gone = sorted(p for p in held if p not in mine)
+        # A replica a partition record still lists is part of a move not yet finished (or of
+        # one the controller has not started): the data may exist nowhere else in sync yet.
+        listed = {r.partition for r in records_of(topic).values() if logdir in r.replicas}
+        gone = sorted(p for p in held if p not in mine and p not in listed)
         if spec.get("deletionPolicy") == "Retain":
             actions.keep = gone
         else:
             actions.delete = gone
-        if not mine:
+        if not mine and not (listed & set(held)):
             actions.remove_finalizer = True
             actions.reason = "NotAssignedHere"
     return actions

@@ -176,8 +176,12 @@ class ReplicaDriver:
                 name = effective_name(body)
                 for record in records_of(body).values():
                     tp = TopicPartition(name, record.partition)
-                    if self.logdir not in record.replicas or tp not in logs:
-                        continue   # not ours, or not created here yet (the reconcile comes first)
+                    if self.logdir not in record.replicas:
+                        if self.replicas.get(tp) is not None:
+                            self.replicas.remove(tp)   # moved away (reassigned): no longer a replica here
+                        continue
+                    if tp not in logs:
+                        continue   # not created here yet (the reconcile comes first)
                     try:
                         state = engine_state(record)
                     except ValueError as error:

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from ..election import Election, PartitionRecord, plan_leadership
+from ..reassignment import plan_reassignments, targets
 from ..kube import ApiError, Kube
 
 __all__ = ["records_of", "render_records", "initial_records", "elect_topic", "post_election_event",
@@ -39,21 +40,27 @@ def records_of(topic: Mapping[str, Any]) -> dict[int, PartitionRecord]:
         try:
             out[int(entry["partition"])] = PartitionRecord(
                 int(entry["partition"]), tuple(entry["replicas"]), entry.get("leader"), int(entry["leaderEpoch"]),
-                tuple(entry["isr"]), int(entry["partitionEpoch"]))
+                tuple(entry["isr"]), int(entry["partitionEpoch"]), tuple(entry.get("addingReplicas") or ()),
+                tuple(entry.get("removingReplicas") or ()))
         except (KeyError, TypeError, ValueError):
             continue  # a malformed entry is rewritten from the assignment
     return out
 
 
 def render_records(records: Mapping[int, PartitionRecord]) -> list[Json]:
-    return [{"partition": r.partition, "replicas": list(r.replicas), "leader": r.leader,
-             "leaderEpoch": r.leader_epoch, "isr": list(r.isr), "partitionEpoch": r.partition_epoch}
-            for _, r in sorted(records.items())]
+    out = []
+    for _, r in sorted(records.items()):
+        entry: Json = {"partition": r.partition, "replicas": list(r.replicas), "leader": r.leader,
+                       "leaderEpoch": r.leader_epoch, "isr": list(r.isr), "partitionEpoch": r.partition_epoch}
+        if r.adding or r.removing:
+            entry.update(addingReplicas=list(r.adding), removingReplicas=list(r.removing))
+        out.append(entry)
+    return out
 
 
 def initial_records(assignment: Sequence[Mapping[str, Any]], existing: Mapping[int, PartitionRecord]
                     ) -> dict[int, PartitionRecord]:
-    """Records for assigned partitions that have none yet (reassignment of existing ones is not here)."""
+    """Records for assigned partitions that have none yet (existing ones move by ``reassignment``)."""
     out = {}
     for entry in assignment:
         partition, logdirs = entry.get("partition"), entry.get("logDirs")
@@ -77,13 +84,19 @@ def elect_topic(kube: Kube, topic: Mapping[str, Any], alive: Set[str], *,
         if body is None:
             return []
         records = records_of(body)
-        created = initial_records((body.get("status") or {}).get("assignment") or [], records)
+        assignment = (body.get("status") or {}).get("assignment") or []
+        created = initial_records(assignment, records)
         records.update(created)
-        changes = plan_leadership(records.values(), alive, leaving=leaving, unclean=_unclean(body))
-        if not changes and not created:
-            return []
+        # Moves first (they may drop a leader), then elections over the records as moved.
+        changes = plan_reassignments(records.values(), targets(assignment))
         for change in changes:
             records[change.after.partition] = change.after
+        elections = plan_leadership(records.values(), alive, leaving=leaving, unclean=_unclean(body))
+        for change in elections:
+            records[change.after.partition] = change.after
+        changes += elections
+        if not changes and not created:
+            return []
         patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
                  "status": {"partitions": render_records(records),
                             "underReplicatedPartitions": sum(len(r.isr) < len(r.replicas) for r in records.values()),
@@ -119,8 +132,14 @@ def post_election_event(kube: Kube, topic: Mapping[str, Any], election: Election
                            "name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid")},
         "type": "Warning" if election.reason in ("Offline", "Unclean") else "Normal",
         "reason": election.reason,
-        "message": f"partition {after.partition}: leader {before.leader or 'none'} → {after.leader or 'none'} "
-                   f"(leader epoch {after.leader_epoch}), ISR [{', '.join(after.isr)}]",
+        "message": (f"partition {after.partition}: replicas [{', '.join(before.replicas)}] → "
+                    f"[{', '.join(after.replicas)}]"
+                    + (f" (adding [{', '.join(after.adding)}], removing [{', '.join(after.removing)}])"
+                       if after.adding or after.removing else "")
+                    + f", leader {after.leader or 'none'} (leader epoch {after.leader_epoch})"
+                    if election.reason.startswith("Reassign") else
+                    f"partition {after.partition}: leader {before.leader or 'none'} → {after.leader or 'none'} "
+                    f"(leader epoch {after.leader_epoch}), ISR [{', '.join(after.isr)}]"),
         "source": {"component": "stratalog-operator"}, "reportingComponent": "stratalog-operator",
         "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
     }
