@@ -25,6 +25,8 @@ import requests
 
 from replication_cluster import Engines, ClusterController
 from server_harness import kafka_batch
+from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
+from stratalog.common.errors import StratalogError
 from stratalog.common.names import TopicPartition
 from stratalog.records import decode_records, iter_batch_infos
 
@@ -355,6 +357,50 @@ def test_the_leader_reports_kafkas_replication_figures_as_a_follower_leaves_and_
         wait_for("the follower back in the ISR", lambda: figures()["stratalog_isr_expands_total"] == 1)
         assert figures()["stratalog_under_replicated_partitions"] == 0
         assert figures()["stratalog_under_min_isr_partition_count"] == 0
+    finally:
+        controller.close()
+        engines.stop_all()
+
+
+def test_one_fetch_serves_every_followed_partition_each_with_its_own_answer(tmp_path):
+    """``POST /v1/replication/fetch``, as LeaderSession sends it: per-partition answers and errors,
+    the response's byte budget, and a wait that any one partition's append ends."""
+    from stratalog.server.replication import LeaderSession
+
+    controller = ClusterController()
+    engines = Engines(tmp_path, controller, 1)   # broker 0 leads; broker 1 is only a name here
+    tp1 = TopicPartition("t", 1)
+    try:
+        for tp in (TP, tp1):
+            controller.controller.create(tp, (0, 1))
+        controller.settle()
+        leader = engines.servers[0]
+        batch = kafka_batch([(b"k", b"v" * 100)])
+        assert leader.produce_raw("t", 0, batch).status_code == 200
+        session = LeaderSession(leader.base)
+        fetches = [(TP, ReplicaFetch(1, 0, -1, 0, 1 << 20)), (TopicPartition("t", 7), ReplicaFetch(1, 0, -1, 0, 1 << 20)),
+                   (tp1, ReplicaFetch(1, 0, -1, 0, 1 << 20))]
+        first, unknown, empty = session(fetches, 0, 1, 1 << 20)
+        assert isinstance(first, ReplicaFetchResult) and first.data == batch and first.log_end_offset == 1
+        assert isinstance(unknown, StratalogError) and unknown.code == "NOT_LEADER_OR_FOLLOWER"   # no replica here
+        assert isinstance(empty, ReplicaFetchResult) and empty.data == b""
+        # The whole answer's budget: the first partition with data gets a batch, the next none.
+        assert leader.produce_raw("t", 1, batch).status_code == 200
+        a, b = session([fetches[0], fetches[2]], 0, 1, 10)
+        assert (len(a.data), len(b.data)) == (len(batch), 0) and b.log_end_offset == 1
+        # A round with nothing new waits, and an append to any of its partitions ends the wait.
+        answer: dict[str, object] = {}
+        waiting = threading.Thread(target=lambda: answer.update(r=session(
+            [(TP, ReplicaFetch(1, 1, 0, 0, 1 << 20)), (tp1, ReplicaFetch(1, 1, 0, 0, 1 << 20))], 30_000, 1, 1 << 20)))
+        started = time.monotonic()
+        waiting.start()
+        time.sleep(0.5)
+        assert waiting.is_alive()
+        assert leader.produce_raw("t", 1, batch).status_code == 200
+        waiting.join(timeout=20)
+        assert not waiting.is_alive() and time.monotonic() - started < 20
+        still, woken = answer["r"]
+        assert still.data == b"" and len(woken.data) == len(batch) and woken.log_end_offset == 2
     finally:
         controller.close()
         engines.stop_all()

@@ -1,6 +1,8 @@
-"""Scale: 200 Topics × 3 partitions across two agents converge, and a quiet cluster costs no writes.
+"""Scale: 200 Topics × 3 partitions × 3 replicas over three agents converge, and a quiet cluster costs no writes.
 
-The controller and both agents run as real processes with their default intervals
+Every partition is replicated: each agent holds 600 replicas, leads 200 and follows 400 (one
+fetcher per leader, fetching all its partitions in one request). The controller and the agents
+run as real processes with their default intervals
 (status written at most every 10 s per Topic when figures move, every 300 s for small
 drift). The figures (API writes while converging, and per minute once quiet) are printed
 for the record; the assertion is on behaviour: everything converges, and once nothing
@@ -23,15 +25,17 @@ from .roles import Agent, Operator, kubectl_json, wait_for, writes_total
 NS = "scale"
 TOPICS = 200
 PARTITIONS = 3
+REPLICAS = 3
+LOGDIRS = ("dir-a", "dir-b", "dir-c")
 QUIET_SECONDS = 60.0
 
 
 def _manifests() -> str:
     docs = ["apiVersion: stratalog.io/v1alpha1\nkind: LogDir\n"
             f"metadata: {{name: {name}}}\nspec: {{volumes: [{{name: data-0, size: 1Gi}}]}}\n"
-            for name in ("dir-a", "dir-b")]
+            for name in LOGDIRS]
     docs += [f"apiVersion: stratalog.io/v1alpha1\nkind: Topic\nmetadata: {{name: t{i:03d}}}\n"
-             f"spec: {{partitions: {PARTITIONS}}}\n" for i in range(TOPICS)]
+             f"spec: {{partitions: {PARTITIONS}, replicas: {REPLICAS}}}\n" for i in range(TOPICS)]
     return "---\n".join(docs)
 
 
@@ -44,7 +48,7 @@ def cluster(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
     root = tmp_path_factory.mktemp("scale")
     operator = Operator(kube_cluster.env, NS, root / "operator.log").start()
     agents = {n: Agent(kube_cluster.env, NS, n, [root / n / "data-0"], root / f"{n}.log").start()
-              for n in ("dir-a", "dir-b")}
+              for n in LOGDIRS}
     try:
         yield kube_cluster, operator, agents
     finally:
@@ -63,7 +67,10 @@ def _converged(cluster: KubeCluster) -> bool:
             return False
         reported = {(logdir, int(p)) for logdir, entry in (status.get("logDirs") or {}).items()
                     for p in (entry.get("partitions") or {})}
-        if reported != {(a["logDirs"][0], a["partition"]) for a in assignment}:
+        if reported != {(d, a["partition"]) for a in assignment for d in a["logDirs"]}:
+            return False
+        records = status.get("partitions") or []
+        if len(records) != PARTITIONS or any(r["leader"] is None or len(r["isr"]) != REPLICAS for r in records):
             return False
         placed = [c for c in status.get("conditions") or [] if c["type"] == "PartitionsPlaced"]
         if not placed or placed[0]["status"] != "True":   # the controller has gathered the reports
@@ -88,7 +95,10 @@ def test_two_hundred_topics_converge_and_a_quiet_cluster_writes_nothing(
     converge_s = time.monotonic() - start
     for name, agent in agents.items():
         held = [p for p in agent.data_dirs[0].iterdir() if p.is_dir()]
-        assert len(held) == TOPICS * (2 if name == "dir-a" else 1)   # p0, p2 on dir-a; p1 on dir-b
+        assert len(held) == TOPICS * PARTITIONS   # every agent has a replica of every partition
+        figures = agent.metrics()
+        assert f"stratalog_replica_partition_count {float(TOPICS * PARTITIONS)}" in figures
+        assert f"stratalog_replica_leader_count {float(TOPICS)}" in figures   # preferred leaders, spread evenly
     settled = writes()
     # Let the last status writes of the convergence drain, then measure a quiet window.
     wait_for("the write counters to settle", lambda: (

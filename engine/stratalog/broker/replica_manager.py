@@ -36,7 +36,12 @@ from stratalog.broker.produce import Acks, ProduceResult, append_to_log, append_
 from stratalog.broker.replication import ReplicaSet
 from stratalog.broker.signals import AppendSignals
 from stratalog.broker.topics import TopicAdmin
-from stratalog.common.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError, RequestTimedOutError
+from stratalog.common.errors import (
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    StratalogError,
+)
 from stratalog.common.names import TopicPartition
 from stratalog.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -238,6 +243,43 @@ class ReplicaManager:
                     or remaining <= 0 or self.shutting_down):
                 return result
             await self.signals.wait(event, remaining)
+
+    async def replica_fetch_many(self, fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int,
+                                 min_bytes: int = 1, max_bytes: int = 1 << 30
+                                 ) -> list[ReplicaFetchResult | StratalogError]:
+        """A follower's fetch of every partition it follows here, in one request (Kafka's FetchRequest
+        from a replica): each partition's answer or error, in order. With fewer than ``min_bytes`` in
+        all, it waits for an append to any of them, up to ``max_wait_ms``. ``max_bytes`` bounds the
+        whole answer; the first partition with data always gets some, as in Kafka."""
+        replicas = self.replicas
+        if replicas is None:
+            raise NotLeaderOrFollowerError("replica fetch: this engine takes no part in replication")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+
+        def fetch_all() -> list[ReplicaFetchResult | StratalogError]:
+            out: list[ReplicaFetchResult | StratalogError] = []
+            budget = max_bytes
+            for tp, fetch in fetches:
+                try:
+                    one = dataclasses.replace(fetch, max_bytes=max(min(fetch.max_bytes, budget), 0))
+                    result = replicas.fetch_for_follower(tp, one)
+                except StratalogError as error:
+                    out.append(error)
+                    continue
+                budget -= len(result.data)
+                out.append(result)
+            return out
+
+        while True:
+            events = [self.signals.event(tp) for tp, _ in fetches]
+            results = await self.run(fetch_all)
+            remaining = deadline - loop.time()
+            size = sum(len(r.data) for r in results if isinstance(r, ReplicaFetchResult))
+            urgent = any(isinstance(r, StratalogError) or r.diverging_epoch or r.out_of_range for r in results)
+            if size >= min_bytes or urgent or remaining <= 0 or self.shutting_down:
+                return results
+            await self.signals.wait_any(events, remaining)
 
     # -- offsets --------------------------------------------------------------------------------
     async def list_offsets(self, tp: TopicPartition, timestamp: int) -> OffsetAndTimestamp | None:

@@ -2,8 +2,9 @@
 
 An engine that is given a broker id takes part in replication: the controller pushes each
 partition's state (Kafka's LeaderAndIsr), and this set makes the engine's replica the leader or
-a follower of it, starting a fetcher toward the leader for every partition it follows. Partitions
-the controller never mentions stay single-copy, as before.
+a follower of it; every partition it follows from one leader is fetched by that leader's one
+``LeaderFetcher``, in one request per round. Partitions the controller never mentions stay
+single-copy, as before.
 
 What moves a partition's high watermark (a follower's fetch, a committed ISR change, a new
 leadership) is reported through ``on_high_watermark``, so the transport can wake the acks=all
@@ -18,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from stratalog.broker.controller import Controller
-from stratalog.broker.fetcher import FetcherSettings, LeaderClient, ReplicaFetcher
+from stratalog.broker.fetcher import FetcherSettings, LeaderFetcher, LeaderSessionClient
 from stratalog.broker.partition import Partition, ReplicaFetch, ReplicaFetchResult
 from stratalog.broker.replica_state import PartitionState
 from stratalog.broker.topics import TopicAdmin
@@ -28,7 +29,7 @@ from stratalog.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 
-ClientFactory = Callable[[str, TopicPartition], LeaderClient]   # (leader's endpoint, partition) → client
+ClientFactory = Callable[[str], LeaderSessionClient]   # leader's endpoint → its fetch client
 
 
 @dataclass
@@ -51,7 +52,8 @@ class ReplicaSet:
         self.on_high_watermark = on_high_watermark
         self.may_lead = may_lead   # the engine's liveness lease (an agent's); always True without one
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.fetchers: dict[TopicPartition, ReplicaFetcher] = {}
+        self.fetchers: dict[TopicPartition, LeaderFetcher] = {}        # each followed partition's fetcher
+        self._by_leader: dict[tuple[int, str], LeaderFetcher] = {}      # one per leader and address
         self.endpoints: dict[int, str] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -94,30 +96,34 @@ class ReplicaSet:
         or its log is about to be deleted. No fetcher appends to it after this returns, and a produce
         still waiting on it as leader answers NOT_LEADER_OR_FOLLOWER at once."""
         with self._lock:
-            fetcher = self.fetchers.pop(tp, None)
+            self._unfollow(tp)   # no answer is applied to it after this
             partition = self.partitions.pop(tp, None)
-        if fetcher is not None:
-            fetcher.stop(wait=False)
         if partition is not None:
             partition.resign()
             self.on_high_watermark(tp)
-        if fetcher is not None:
-            fetcher.stop()   # joined: its last answer is applied or dropped before this returns
+
+    def _unfollow(self, tp: TopicPartition) -> None:
+        fetcher = self.fetchers.pop(tp, None)
+        if fetcher is not None and not fetcher.drop(tp):
+            del self._by_leader[(fetcher.leader, fetcher.endpoint)]
+            fetcher.stop(wait=False)   # its thread ends after its round; nothing is left for it to apply
 
     def _follow(self, tp: TopicPartition, partition: Partition) -> None:
         state = partition.state
         fetcher = self.fetchers.get(tp)
         wanted = None if state is None or partition.is_leader or state.leader < 0 else state.leader
-        moved = fetcher is not None and self.endpoints.get(fetcher.leader) != fetcher.endpoint
-        if fetcher is not None and (fetcher.leader != wanted or moved or not fetcher.running):
-            fetcher.stop(wait=False)
-            del self.fetchers[tp]
+        endpoint = self.endpoints.get(wanted) if wanted is not None else None
+        if fetcher is not None and (fetcher.leader != wanted or fetcher.endpoint != endpoint or not fetcher.running):
+            self._unfollow(tp)
             fetcher = None
-        if fetcher is None and wanted is not None and wanted in self.endpoints:
-            endpoint = self.endpoints[wanted]
-            self.fetchers[tp] = ReplicaFetcher(partition, wanted, self.client_factory(endpoint, tp),
-                                               self.settings.fetcher, endpoint=endpoint,
-                                               on_applied=lambda: self.on_high_watermark(tp)).start()
+        if fetcher is None and wanted is not None and endpoint is not None:
+            fetcher = self._by_leader.get((wanted, endpoint))
+            if fetcher is None or not fetcher.running:
+                fetcher = self._by_leader[(wanted, endpoint)] = LeaderFetcher(
+                    wanted, endpoint, self.client_factory(endpoint), self.settings.fetcher,
+                    on_applied=self.on_high_watermark).start()
+            fetcher.add(tp, partition)
+            self.fetchers[tp] = fetcher
 
     # -- the leader's side ------------------------------------------------------------------
     def fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch) -> ReplicaFetchResult:
@@ -166,7 +172,10 @@ class ReplicaSet:
     def stop(self) -> None:
         self._stop.set()
         with self._lock:
-            fetchers, self.fetchers = list(self.fetchers.values()), {}
+            fetchers = list(self._by_leader.values())
+            self.fetchers, self._by_leader = {}, {}
+        for fetcher in fetchers:   # all told first, then each joined: their rounds end together
+            fetcher.stop(wait=False)
         for fetcher in fetchers:
             fetcher.stop()
         if self._expiry is not None:

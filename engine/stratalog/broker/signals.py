@@ -50,6 +50,26 @@ class AppendSignals:
         self.counts.completed_by_append += 1
         return True
 
+    async def wait_any(self, events: list[asyncio.Event], timeout_s: float) -> bool:
+        """Wait until any of ``events`` is set, at most ``timeout_s`` (a fetch of many partitions)."""
+        if not events:
+            return False
+        if len(events) == 1:
+            return await self.wait(events[0], timeout_s)
+        self.counts.waiting += 1
+        waiters = [asyncio.ensure_future(e.wait()) for e in events]
+        try:
+            done, _ = await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.counts.waiting -= 1
+            for waiter in waiters:
+                waiter.cancel()
+        if done:
+            self.counts.completed_by_append += 1
+            return True
+        self.counts.expired += 1
+        return False
+
     def notify(self, tp: TopicPartition) -> None:
         event = self._events.pop(tp, None)
         if event is not None:

@@ -52,6 +52,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records", records.delete_records_handler),
     ("PUT", "/v1/replication/partitions/{topic}/{partition}", replication.put_partition_state),
     ("GET", "/v1/replication/partitions/{topic}/{partition}/fetch", replication.replica_fetch),
+    ("POST", "/v1/replication/fetch", replication.replica_fetch_many),
     ("POST", "/v1/maintenance/retention", maintenance.retention),
     ("POST", "/v1/maintenance/clean", maintenance.clean),
     ("POST", "/v1/maintenance/checkpoints", maintenance.checkpoints),

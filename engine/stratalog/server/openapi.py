@@ -247,6 +247,26 @@ def build_document(settings: Settings) -> dict[str, Any]:
                                                                                 "format": "binary"}}}},
                                   **_errors(400, 404, 503)}},
         },
+        "/v1/replication/fetch": {
+            "post": {"operationId": "replicaFetchMany", "tags": ["replication"],
+                     "summary": "A follower's fetch of every partition it follows on this leader, in one request",
+                     "requestBody": {"required": True, "content": {JSON: {"schema": _object({
+                         "replicaId": _int(0), "maxWaitMs": _int(0), "minBytes": _int(1),
+                         "maxBytes": _int(0),
+                         "partitions": {"type": "array", "items": _object({
+                             "topic": _ref("TopicName"), "partition": _int(0), "fetchOffset": _int(0),
+                             "lastFetchedEpoch": _int(-1), "currentLeaderEpoch": _int(-1), "maxBytes": _int(0)},
+                             ["topic", "partition", "fetchOffset"])}},
+                         ["replicaId", "partitions"])}}},
+                     "responses": {"200": {"description": "A 4-byte big-endian length, a JSON list with one entry "
+                                                          "per partition (highWatermark, logStartOffset, "
+                                                          "logEndOffset, size, divergingEpoch, outOfRange; or "
+                                                          "error_code and message), then each partition's "
+                                                          "whole batches in order",
+                                           "content": {"application/vnd.stratalog.replica-fetch": {
+                                               "schema": {"type": "string", "format": "binary"}}}},
+                                   **_errors(400, 409, 503)}},
+        },
         "/v1/maintenance/retention": {
             "post": {"operationId": "runRetention", "tags": ["maintenance"],
                      "summary": "One retention pass now (retention.ms, retention.bytes, log start offset)",

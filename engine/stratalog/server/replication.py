@@ -2,7 +2,9 @@
 
 * ``PUT /v1/replication/partitions/{topic}/{partition}``: the controller's word on one partition
   (replicas, leader, leader epoch, ISR, partition epoch, and every replica's endpoint).
-* ``GET /v1/replication/partitions/{topic}/{partition}/fetch``: a follower's fetch (replicaId,
+* ``POST /v1/replication/fetch``: a follower's fetch of every partition it follows on this leader,
+  in one request (what followers use; the answer's framing is at ``replica_fetch_many``).
+* ``GET /v1/replication/partitions/{topic}/{partition}/fetch``: one partition's fetch (replicaId,
   fetchOffset, lastFetchedEpoch, currentLeaderEpoch, maxBytes, maxWaitMs, minBytes). The body is whole
   batches as the leader wrote them; the high watermark, log start and end offsets and, on
   divergence, ``X-Diverging-Epoch: <epoch>:<end offset>`` travel as headers.
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import struct
 import threading
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
@@ -27,7 +31,7 @@ from stratalog.broker.replica_state import PartitionState
 from stratalog.common import errors
 from stratalog.common.errors import StratalogError
 from stratalog.common.limits import INT32_MAX, INT64_MAX
-from stratalog.common.names import TopicPartition
+from stratalog.common.names import TopicPartition, validate_topic_name
 from stratalog.server import params
 from stratalog.server.errors import RequestError
 from stratalog.server.state import state_of
@@ -93,6 +97,56 @@ async def replica_fetch(request: web.Request) -> web.Response:
     if result.out_of_range:
         headers["X-Out-Of-Range"] = "true"
     return web.Response(body=result.data, content_type=BATCHES, headers=headers)
+
+
+# A many-partition fetch's answer: a 4-byte big-endian length, a JSON list with one entry per partition
+# (its marks and data size, or its error), then each partition's data in the same order.
+REPLICA_FETCH = "application/vnd.stratalog.replica-fetch"
+_HEADER_LENGTH = struct.Struct(">I")
+
+
+async def replica_fetch_many(request: web.Request) -> web.Response:
+    """``POST /v1/replication/fetch``: a follower's fetch of every partition it follows here, in one request."""
+    state = state_of(request)
+    body = params.parse_json(await request.read())
+    if not isinstance(body, dict) or not isinstance(body.get("partitions"), list):
+        raise RequestError("body: expected a JSON object with a 'partitions' list")
+    replica_id = params.field_int(body, "replicaId", minimum=0, maximum=INT32_MAX)
+    max_wait = params.field_int(body, "maxWaitMs", 0, minimum=0, maximum=state.settings.max_fetch_wait_ms)
+    min_bytes = params.field_int(body, "minBytes", 1, minimum=1, maximum=INT32_MAX)
+    max_bytes = params.field_int(body, "maxBytes", INT32_MAX, minimum=0, maximum=INT32_MAX)
+    fetches = []
+    for i, entry in enumerate(body["partitions"]):
+        if not isinstance(entry, dict):
+            raise RequestError(f"body: partitions[{i}] must be an object")
+        topic = entry.get("topic")
+        if not isinstance(topic, str):
+            raise RequestError(f"body: partitions[{i}].topic must be a topic name")
+        tp = TopicPartition(validate_topic_name(topic),
+                            params.field_int(entry, "partition", minimum=0, maximum=INT32_MAX))
+        fetches.append((tp, ReplicaFetch(
+            replica_id, params.field_int(entry, "fetchOffset", minimum=0),
+            params.field_int(entry, "lastFetchedEpoch", -1, minimum=-1, maximum=INT32_MAX),
+            params.field_int(entry, "currentLeaderEpoch", -1, minimum=-1, maximum=INT32_MAX),
+            params.field_int(entry, "maxBytes", INT32_MAX, minimum=0, maximum=INT32_MAX))))
+    answers = await state.broker.replica_fetch_many(fetches, max_wait, min_bytes, max_bytes)
+    header: list[dict[str, Any]] = []
+    blobs: list[bytes] = []
+    for (tp, _), answer in zip(fetches, answers):
+        entry = {"topic": tp.topic, "partition": tp.partition}
+        if isinstance(answer, StratalogError):
+            entry.update(error_code=answer.code, message=str(answer))
+            header.append(entry)
+            continue
+        entry.update(highWatermark=answer.high_watermark, logStartOffset=answer.log_start_offset,
+                     logEndOffset=answer.log_end_offset, size=len(answer.data),
+                     divergingEpoch=list(answer.diverging_epoch) if answer.diverging_epoch else None,
+                     outOfRange=answer.out_of_range)
+        header.append(entry)
+        blobs.append(bytes(answer.data))
+    encoded = json.dumps(header).encode()
+    return web.Response(body=b"".join([_HEADER_LENGTH.pack(len(encoded)), encoded, *blobs]),
+                        content_type=REPLICA_FETCH)
 
 
 # -- clients (on fetcher threads) ----------------------------------------------------------------
@@ -169,6 +223,48 @@ class LeaderClient:
             int(response.getheader("X-Log-End-Offset", "0")),
             (epoch_end[0], epoch_end[1]) if epoch_end is not None else None,
             response.getheader("X-Out-Of-Range") == "true")
+
+
+class LeaderSession:
+    """A follower's fetches from one leader's engine, every followed partition in one request."""
+
+    def __init__(self, leader_url: str) -> None:
+        self.http = _Http(leader_url, timeout_s=60)
+        self.base_path = urllib.parse.urlsplit(leader_url).path.rstrip("/")
+
+    def __call__(self, fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int, min_bytes: int,
+                 max_bytes: int) -> list[ReplicaFetchResult | StratalogError]:
+        if not fetches:
+            return []
+        body = json.dumps({
+            "replicaId": fetches[0][1].replica_id, "maxWaitMs": max_wait_ms, "minBytes": min_bytes,
+            "maxBytes": max_bytes,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition, "fetchOffset": f.fetch_offset,
+                            "lastFetchedEpoch": f.last_fetched_epoch, "currentLeaderEpoch": f.current_leader_epoch,
+                            "maxBytes": f.max_bytes} for tp, f in fetches]}).encode()
+        response = self.http.request("POST", self.base_path + "/v1/replication/fetch", body,
+                                     {"Content-Type": "application/json"})
+        data: bytes = response.data  # type: ignore[attr-defined]
+        if response.status != 200:
+            _raise_for(response.status, data, f"replica fetch of {len(fetches)} partition(s)")
+        (length,) = _HEADER_LENGTH.unpack_from(data, 0)
+        header = json.loads(data[_HEADER_LENGTH.size:_HEADER_LENGTH.size + length])
+        if len(header) != len(fetches):
+            raise OSError(f"replica fetch: {len(header)} answers for {len(fetches)} partitions")
+        position = _HEADER_LENGTH.size + length
+        out: list[ReplicaFetchResult | StratalogError] = []
+        for entry in header:
+            if "error_code" in entry:
+                out.append(_ERRORS.get(entry["error_code"], StratalogError)(entry["message"]))
+                continue
+            size = int(entry["size"])
+            diverging = entry.get("divergingEpoch")
+            out.append(ReplicaFetchResult(
+                data[position:position + size], int(entry["highWatermark"]), int(entry["logStartOffset"]),
+                int(entry["logEndOffset"]), (int(diverging[0]), int(diverging[1])) if diverging else None,
+                bool(entry.get("outOfRange"))))
+            position += size
+        return out
 
 
 class ControllerClient:

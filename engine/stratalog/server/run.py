@@ -30,7 +30,7 @@ from stratalog.broker.engine import Engine
 from stratalog.broker.fetcher import FetcherSettings
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.app import create_app
-from stratalog.server.replication import ControllerClient, LeaderClient
+from stratalog.server.replication import ControllerClient, LeaderSession
 from stratalog.server.state import ServerState, Settings
 from stratalog.broker.topics import TopicAdmin
 
@@ -93,7 +93,7 @@ def _replica_set(engine: Engine, broker_id: int, controller_url: str) -> Replica
     settings = ReplicationSettings(broker_id, config.replica_lag_time_max_ms,
                                    FetcherSettings(config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms,
                                                    config.replica_fetch_min_bytes))
-    return ReplicaSet(engine.manager, settings, ControllerClient(controller_url), LeaderClient, clock=engine.clock)
+    return ReplicaSet(engine.manager, settings, ControllerClient(controller_url), LeaderSession, clock=engine.clock)
 
 
 async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 30.0,

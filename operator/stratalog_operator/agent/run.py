@@ -31,7 +31,7 @@ from stratalog.server.state import ServerState
 from stratalog.broker.engine import Engine
 from stratalog.broker.fetcher import FetcherSettings
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
-from stratalog.server.replication import LeaderClient
+from stratalog.server.replication import LeaderSession
 
 from ..kube import Kube
 from ..metrics import OperatorMetrics
@@ -194,7 +194,7 @@ def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Ag
         return driver.alive if driver is not None else set()
 
     controller = KubeAlterPartition(kube, options.namespace, agent.owner_of, alive)
-    replicas = ReplicaSet(engine.manager, settings, controller, LeaderClient, clock=engine.clock,
+    replicas = ReplicaSet(engine.manager, settings, controller, LeaderSession, clock=engine.clock,
                           may_lead=lease.may_lead)
     agent.replicas = replicas
     driver = ReplicaDriver(kube, options.namespace, options.logdir, replicas, agent.topics, agent.partitions_lock,
