@@ -103,8 +103,11 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
         "spec": {"type": "ClusterIP", "selector": selector_labels(name),
                  "ports": [{"name": "http", "port": AGENT_PORT, "targetPort": "http", "protocol": "TCP"}]},
     }
+    # Followers and clients reach this engine through the LogDir's Service: a stable name that
+    # survives the pod's rescheduling (the pod's own hostname resolves nowhere without a headless one).
     command = ["stratalog", "agent", "--logdir", name, "--namespace", namespace,
-               "--listen", f"0.0.0.0:{AGENT_PORT}", "--config-file", f"{CONFIG_DIR}/{ENGINE_PROPERTIES}"]
+               "--listen", f"0.0.0.0:{AGENT_PORT}", "--config-file", f"{CONFIG_DIR}/{ENGINE_PROPERTIES}",
+               "--advertise", f"http://{service_name(name)}.{namespace}.svc:{AGENT_PORT}"]
     mounts: list[Json] = []
     pod_volumes: list[Json] = []
     for volume in volumes:

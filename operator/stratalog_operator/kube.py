@@ -70,10 +70,12 @@ def load_client_configuration() -> client.Configuration:
 class Kube:
     def __init__(self, configuration: client.Configuration | None = None, *,
                  field_manager: str = "stratalog",
-                 on_write: Callable[[str, str], None] | None = None) -> None:
+                 on_write: Callable[[str, str], None] | None = None,
+                 on_conflict: Callable[[str], None] | None = None) -> None:
         self.api = client.ApiClient(configuration or load_client_configuration())
         self.field_manager = field_manager
         self.on_write = on_write
+        self.on_conflict = on_conflict   # a write refused with 409 (a compare-and-swap that lost), by kind
         # Status fragments last applied, per (kind, namespace, name, uid, manager): see status.py.
         self.applied: dict[tuple[str, str, str, str | None, str], str] = {}
 
@@ -134,8 +136,13 @@ class Kube:
 
     def patch(self, kind: str, namespace: str, name: str, patch: Any, *, type: str = "merge",
               subresource: str | None = None) -> Json:
-        result = self.request("PATCH", self.path(kind, namespace, name, subresource), patch,
-                              content_type=PATCH_TYPES[type], query={"fieldManager": self.field_manager})
+        try:
+            result = self.request("PATCH", self.path(kind, namespace, name, subresource), patch,
+                                  content_type=PATCH_TYPES[type], query={"fieldManager": self.field_manager})
+        except ApiError as error:
+            if error.status == 409 and self.on_conflict is not None:
+                self.on_conflict(kind)
+            raise
         self._wrote("patch-status" if subresource == "status" else "patch", kind)
         return result
 

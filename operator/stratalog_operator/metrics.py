@@ -27,6 +27,9 @@ class OperatorMetrics:
                                            registry=self.registry)
         self.api_writes = Counter(f"{prefix}_api_writes", "Writes to the API server by verb and kind.",
                                   ["verb", "kind"], registry=self.registry)
+        self.api_conflicts = Counter(f"{prefix}_api_conflicts", "Writes the API server refused with 409 "
+                                     "Conflict (a compare-and-swap that lost), by kind.", ["kind"],
+                                     registry=self.registry)
         self.objects = Gauge(f"{prefix}_objects", "Objects known to the operator, by kind.", ["kind"],
                              registry=self.registry)
         self.errors = Counter(f"{prefix}_reconcile_errors", "Reconciles that failed (and are retried).",
@@ -44,6 +47,9 @@ class OperatorMetrics:
 
     def wrote(self, verb: str, kind: str) -> None:
         self.api_writes.labels(verb, kind).inc()
+
+    def conflicted(self, kind: str) -> None:
+        self.api_conflicts.labels(kind).inc()
 
     def writes_total(self) -> float:
         return sum(s.value for m in self.api_writes.collect() for s in m.samples if s.name.endswith("_total"))

@@ -171,5 +171,11 @@ def writes_total(metrics_text: str, prefix: str) -> float:
     return total
 
 
+def conflicts_total(metrics_text: str, prefix: str) -> float:
+    """Sum of ``<prefix>_api_conflicts_total`` samples: writes the API server refused with 409."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+               if line.startswith(f"{prefix}_api_conflicts_total{{"))
+
+
 def kubectl_json(cluster: Any, *args: str) -> Any:
     return json.loads(cluster.kubectl_run(*args, "-o", "json").stdout)

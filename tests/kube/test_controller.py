@@ -381,6 +381,7 @@ def test_logdir_owns_claims_configmap_service_and_statefulset(bed: Bed, operator
     assert agent["command"] == [
         "stratalog", "agent", "--logdir", "dir-a", "--namespace", bed.ns, "--listen", "0.0.0.0:8092",
         "--config-file", "/etc/stratalog/engine.properties",
+        "--advertise", f"http://dir-a.{bed.ns}.svc:8092",   # its Service: where followers and clients find it
         "--data-dir", "/var/lib/stratalog/data-0", "--data-dir", "/var/lib/stratalog/data-1"]
     assert agent["ports"] == [{"name": "http", "containerPort": 8092, "protocol": "TCP"}]
     assert agent["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}

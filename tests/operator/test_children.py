@@ -115,6 +115,7 @@ def test_statefulset_runs_one_agent_on_the_volumes() -> None:
     assert container["command"] == [
         "stratalog", "agent", "--logdir", "dir-a", "--namespace", "ns1", "--listen", "0.0.0.0:8092",
         "--config-file", "/etc/stratalog/engine.properties",
+        "--advertise", "http://dir-a.ns1.svc:8092",   # followers find it by its Service
         "--data-dir", "/var/lib/stratalog/data-0", "--data-dir", "/var/lib/stratalog/data-1"]
     assert container["env"] == [{"name": "STRATALOG_POD_NAME",
                                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]

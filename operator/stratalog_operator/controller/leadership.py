@@ -80,7 +80,8 @@ def elect_topic(kube: Kube, topic: Mapping[str, Any], alive: Set[str], *,
     """Decide and write one Topic's leaderships; the elections made (empty when nothing changed)."""
     body: Mapping[str, Any] | None = topic
     meta = topic["metadata"]
-    for _ in range(CAS_ATTEMPTS):
+    fresh = False
+    for _ in range(CAS_ATTEMPTS + 1):
         if body is None:
             return []
         records = records_of(body)
@@ -97,6 +98,11 @@ def elect_topic(kube: Kube, topic: Mapping[str, Any], alive: Set[str], *,
         changes += elections
         if not changes and not created:
             return []
+        if not fresh:
+            # Decided on the watch's copy, which the agents' status reports keep outdating: decide
+            # again on the current object, so the compare-and-swap below rarely loses (no 409 storm).
+            body, fresh = kube.get("Topic", meta["namespace"], meta["name"]), True
+            continue
         patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
                  "status": {"partitions": render_records(records),
                             "underReplicatedPartitions": sum(len(r.isr) < len(r.replicas) for r in records.values()),

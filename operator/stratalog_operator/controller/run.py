@@ -53,7 +53,7 @@ def settings_for(peering: str | None) -> kopf.OperatorSettings:
 
 async def run_operator(options: OperatorOptions) -> int:
     metrics = OperatorMetrics("operator")
-    kube = Kube(field_manager=CONTROLLER_MANAGER, on_write=metrics.wrote)
+    kube = Kube(field_manager=CONTROLLER_MANAGER, on_write=metrics.wrote, on_conflict=metrics.conflicted)
     controller = Controller(kube, options.agent, metrics, resync_seconds=options.resync_seconds)
     registry = SmartOperatorRegistry()
     controller.register(registry)
