@@ -155,7 +155,12 @@ def _tail(path: Path, limit: int = 6000) -> str:
 
 
 def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    # As Kafka's Uuid.randomUuid: never one starting with "-", which kafka-storage's argument
+    # parser would take for an option (1 in 64 ids; it failed CI once).
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 class KafkaBroker:

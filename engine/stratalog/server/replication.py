@@ -108,6 +108,8 @@ _HEADER_LENGTH = struct.Struct(">I")
 async def replica_fetch_many(request: web.Request) -> web.Response:
     """``POST /v1/replication/fetch``: a follower's fetch of every partition it follows here, in one request."""
     state = state_of(request)
+    if state.broker.replicas is None:
+        raise RequestError("this engine takes no part in replication: start it with --broker-id", status=409)
     body = params.parse_json(await request.read())
     if not isinstance(body, dict) or not isinstance(body.get("partitions"), list):
         raise RequestError("body: expected a JSON object with a 'partitions' list")

@@ -134,6 +134,13 @@ async def run_agent(options: AgentRunOptions) -> int:
         # Replication before the first request: every log serves nothing until its record arrives.
         driver = _replication(kube, options, engine, agent, lease)
         state.broker.attach_replicas(driver.replicas.start(), loop)
+        # Ready only once the records are applied: a restarted agent's /readyz must not send clients
+        # to partitions it would refuse (421) until its first round. If the API is away now, the
+        # driver's own rounds catch up.
+        try:
+            await loop.run_in_executor(None, driver.sync_once)
+        except Exception as error:  # noqa: BLE001
+            logger.warning("LogDir %s: first replica sync failed (retried every second): %s", options.logdir, error)
         driver.start()
         state.started = True
         tick = max(0.5, min(options.status_min_interval, 10.0))
