@@ -8,7 +8,8 @@ and -1 latest), the timestamp forms, ``failOnDataLoss``, ``maxOffsetsPerTrigger`
 ``kafka.isolation.level``. The rules on which forms a batch or a streaming
 query accepts are Kafka's too, with Kafka's messages. Instead of
 ``kafka.bootstrap.servers`` the data's place is ``path`` (data directories,
-comma-separated; read directly) or ``url`` (a ``stratalog serve`` endpoint).
+comma-separated; read directly) or ``url`` (a ``stratalog serve`` endpoint, or several agents,
+comma-separated, as Kafka clients take bootstrap servers).
 
 Spark hands options over with lower-cased keys and string values; everything
 here is pure parsing, testable without Spark.

@@ -37,6 +37,7 @@ import pytest
 import requests
 
 from server_harness import kafka_batch
+from stratalog.common.errors import UnknownTopicOrPartitionError
 from stratalog.records import decode_records, iter_batch_infos
 from stratalog_spark.store.http import HttpStore
 from stratalog_operator.replica_records import broker_id
@@ -526,3 +527,14 @@ def test_a_partition_moves_to_another_logdir_under_load_and_loses_nothing(bed, t
     reasons = {e["reason"] for e in json.loads(kube.kubectl_run("-n", NS, "get", "events", "-o", "json").stdout)["items"]
                if e["involvedObject"]["name"] == topic}
     assert {"ReassignmentStarted", "Reassigned"} <= reasons, reasons
+    # Spark's url option may list every agent, as Kafka clients list bootstrap servers: the one
+    # holding the partition now is found past those that no longer do (dir-a), then its leader.
+    store = HttpStore(",".join(bed.agents[d].base for d in LOGDIRS))
+    assert topic in store.topics() and store.partitions(topic) == [0]
+
+    def no_loss(*where: object) -> None:
+        raise AssertionError(f"data loss reported at {where}")
+    data = b"".join(store.read_batches(topic, 0, 0, len(final), no_loss))
+    assert dict(records_of(data)) == final
+    with pytest.raises(UnknownTopicOrPartitionError):
+        HttpStore(bed.agents["dir-a"].base).partitions(topic)   # dir-a alone no longer holds it

@@ -44,8 +44,15 @@ class HttpError(StratalogError):
 
 
 class HttpStore:
+    """``url`` may list several engines, comma-separated (as Kafka clients take bootstrap servers):
+    topics and partitions are the union of what they hold, and a partition's requests go to the
+    first engine holding it, then on to its leader."""
+
     def __init__(self, url: str) -> None:
-        self.url = url.rstrip("/")
+        self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+        if not self.urls:
+            raise ValueError("option 'url' names no engine")
+        self.url = ",".join(self.urls)
         self._fetch_bytes: int | None = None
 
     @property
@@ -62,7 +69,16 @@ class HttpStore:
         """One request; sent on to the partition's leader when a replica that does not lead it says
         where the leader is (it wrote nothing, so a produce may follow too). Any agent of a
         replicated cluster is thus a starting point, and a failover is followed as it happens."""
-        base = self.url
+        for i, start in enumerate(self.urls):
+            try:
+                return self._request_following(start, method, path, query, body, headers)
+            except HttpError as error:
+                if error.code != "UNKNOWN_TOPIC_OR_PARTITION" or i == len(self.urls) - 1:
+                    raise   # only "not here" sends the request on to the next engine listed
+        raise AssertionError("unreachable")
+
+    def _request_following(self, base: str, method: str, path: str, query: dict[str, Any] | None,
+                           body: bytes | None, headers: dict[str, str] | None) -> tuple[bytes, dict[str, str]]:
         for _ in range(LEADER_HOPS):
             try:
                 return self._request_at(base, method, path, query, body, headers)
@@ -99,19 +115,33 @@ class HttpStore:
         return "/v1/topics/" + "/".join(urllib.parse.quote(str(p), safe="") for p in (topic, *rest))
 
     # -- metadata ------------------------------------------------------------------------------
+    def _each(self, path: str) -> list[Any]:
+        """``path``'s JSON from every engine listed that has it (at least one, or the first error)."""
+        found, first_error = [], None
+        for base in self.urls:
+            try:
+                data, _ = self._request_at(base, "GET", path, None, None, {"Accept": "application/json"})
+            except HttpError as error:
+                if error.code != "UNKNOWN_TOPIC_OR_PARTITION":
+                    raise
+                first_error = first_error or error
+                continue
+            found.append(json.loads(data))
+        if not found and first_error is not None:
+            raise first_error
+        return found
+
     def topics(self) -> list[str]:
-        return sorted(t["name"] for t in self._json("/v1/topics")["topics"])
+        return sorted({t["name"] for answer in self._each("/v1/topics") for t in answer["topics"]})
 
     def partitions(self, topic: str) -> list[int]:
-        return sorted(p["partition"] for p in self._describe(topic)["partitions"])
-
-    def _describe(self, topic: str) -> Any:
         try:
-            return self._json(self._topic_path(topic))
+            answers = self._each(self._topic_path(topic))
         except HttpError as error:
             if error.code == "UNKNOWN_TOPIC_OR_PARTITION":
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist on {self.url}") from None
             raise
+        return sorted({p["partition"] for answer in answers for p in answer["partitions"]})
 
     def offsets(self, topic: str, partition: int) -> PartitionOffsets:
         summary = self._summary(topic, partition)
