@@ -23,10 +23,11 @@ Every change moves the partition epoch; a leader change also moves the leader ep
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["PartitionRecord", "Election", "plan_leadership"]
+__all__ = ["PartitionRecord", "Election", "plan_leadership", "records_of", "render_records"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,32 @@ class PartitionRecord:
     partition_epoch: int
     adding: tuple[str, ...] = ()     # while it moves (KIP-455): replicas catching up to join
     removing: tuple[str, ...] = ()   # while it moves: replicas leaving once the new ones are in sync
+
+
+# The record's JSON form in the Topic's status.partitions (parsed and written by the controller and the
+# leader's agent alike).
+def records_of(topic: Mapping[str, Any]) -> dict[int, PartitionRecord]:
+    out = {}
+    for entry in (topic.get("status") or {}).get("partitions") or []:
+        try:
+            out[int(entry["partition"])] = PartitionRecord(
+                int(entry["partition"]), tuple(entry["replicas"]), entry.get("leader"), int(entry["leaderEpoch"]),
+                tuple(entry["isr"]), int(entry["partitionEpoch"]), tuple(entry.get("addingReplicas") or ()),
+                tuple(entry.get("removingReplicas") or ()))
+        except (KeyError, TypeError, ValueError):
+            continue  # a malformed entry is rewritten from the assignment
+    return out
+
+
+def render_records(records: Mapping[int, PartitionRecord]) -> list[dict[str, Any]]:
+    out = []
+    for _, r in sorted(records.items()):
+        entry: dict[str, Any] = {"partition": r.partition, "replicas": list(r.replicas), "leader": r.leader,
+                       "leaderEpoch": r.leader_epoch, "isr": list(r.isr), "partitionEpoch": r.partition_epoch}
+        if r.adding or r.removing:
+            entry.update(addingReplicas=list(r.adding), removingReplicas=list(r.removing))
+        out.append(entry)
+    return out
 
 
 @dataclass(frozen=True)

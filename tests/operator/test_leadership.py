@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from stratalog_operator.controller.leadership import initial_records, records_of, render_records
+from stratalog_operator.controller.leadership import initial_records
+from stratalog_operator.election import records_of, render_records
 from stratalog_operator.election import PartitionRecord
 
 ASSIGNMENT = [{"partition": 0, "logDirs": ["dir-a", "dir-b"]}, {"partition": 1, "logDirs": ["dir-b", "dir-a"]}]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..assignment import parse_assignment
-from ..controller.leadership import records_of
+from ..election import records_of
 from ..names import is_paused, is_unmanaged
 
 __all__ = ["LocalTopic", "TopicActions", "plan_topic_here", "effective_name"]

@@ -28,7 +28,8 @@ from stratalog.broker.replication import ReplicaSet
 from stratalog.common.errors import IneligibleReplicaError, UnknownTopicOrPartitionError
 from stratalog.common.names import TopicPartition
 
-from ..controller.leadership import CAS_ATTEMPTS, records_of, render_records
+from ..controller.leadership import CAS_ATTEMPTS
+from ..election import records_of, render_records
 from ..kube import ApiError, Kube
 from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, shutting_down
 from ..names import is_paused, is_unmanaged

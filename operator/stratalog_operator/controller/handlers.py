@@ -31,7 +31,8 @@ from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, shutting_down
 from ..metrics import OperatorMetrics
 from ..names import GROUP, LABEL_LOGDIR, LABEL_MANAGED_BY, LOGDIRS, TOPICS, VERSION, is_paused, is_unmanaged
 from ..outcome import Outcome
-from .leadership import elect_topic, post_election_event, records_of
+from ..election import records_of
+from .leadership import elect_topic, post_election_event
 from .logdirs import reconcile_logdir
 from .topics import effective_name, reconcile_topic
 

@@ -21,41 +21,16 @@ from collections.abc import Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any
 
-from ..election import Election, PartitionRecord, plan_leadership
+from ..election import Election, PartitionRecord, plan_leadership, records_of, render_records
 from ..reassignment import plan_reassignments, targets
 from ..kube import ApiError, Kube
 
-__all__ = ["records_of", "render_records", "initial_records", "elect_topic", "post_election_event",
-           "CAS_ATTEMPTS"]
+__all__ = ["initial_records", "elect_topic", "post_election_event", "CAS_ATTEMPTS"]
 
 logger = logging.getLogger(__name__)
 
 CAS_ATTEMPTS = 5
 Json = dict[str, Any]
-
-
-def records_of(topic: Mapping[str, Any]) -> dict[int, PartitionRecord]:
-    out = {}
-    for entry in (topic.get("status") or {}).get("partitions") or []:
-        try:
-            out[int(entry["partition"])] = PartitionRecord(
-                int(entry["partition"]), tuple(entry["replicas"]), entry.get("leader"), int(entry["leaderEpoch"]),
-                tuple(entry["isr"]), int(entry["partitionEpoch"]), tuple(entry.get("addingReplicas") or ()),
-                tuple(entry.get("removingReplicas") or ()))
-        except (KeyError, TypeError, ValueError):
-            continue  # a malformed entry is rewritten from the assignment
-    return out
-
-
-def render_records(records: Mapping[int, PartitionRecord]) -> list[Json]:
-    out = []
-    for _, r in sorted(records.items()):
-        entry: Json = {"partition": r.partition, "replicas": list(r.replicas), "leader": r.leader,
-                       "leaderEpoch": r.leader_epoch, "isr": list(r.isr), "partitionEpoch": r.partition_epoch}
-        if r.adding or r.removing:
-            entry.update(addingReplicas=list(r.adding), removingReplicas=list(r.removing))
-        out.append(entry)
-    return out
 
 
 def initial_records(assignment: Sequence[Mapping[str, Any]], existing: Mapping[int, PartitionRecord]
