@@ -229,20 +229,11 @@ class ReplicaManager:
     # -- replication: a follower's fetch ----------------------------------------------------------
     async def replica_fetch(self, tp: TopicPartition, fetch: ReplicaFetch, max_wait_ms: int,
                             min_bytes: int = 1) -> ReplicaFetchResult:
-        """A follower's fetch; with fewer than ``min_bytes`` to send it waits for appends up to ``max_wait_ms``."""
-        replicas = self.replicas
-        if replicas is None:
-            raise NotLeaderOrFollowerError(f"replica fetch from {tp}: this engine takes no part in replication")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max_wait_ms / 1000
-        while True:
-            event = self.signals.event(tp)
-            result = await self.run(replicas.fetch_for_follower, tp, fetch)
-            remaining = deadline - loop.time()
-            if (len(result.data) >= min_bytes or result.diverging_epoch or result.out_of_range
-                    or remaining <= 0 or self.shutting_down):
-                return result
-            await self.signals.wait(event, remaining)
+        """A follower's fetch of one partition: ``replica_fetch_many`` with one entry, its error raised."""
+        [answer] = await self.replica_fetch_many([(tp, fetch)], max_wait_ms, min_bytes)
+        if isinstance(answer, StratalogError):
+            raise answer
+        return answer
 
     async def replica_fetch_many(self, fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int,
                                  min_bytes: int = 1, max_bytes: int = 1 << 30

@@ -23,6 +23,7 @@ from stratalog.broker.fetcher import FetcherSettings, LeaderFetcher, LeaderSessi
 from stratalog.broker.partition import Partition, ReplicaFetch, ReplicaFetchResult
 from stratalog.broker.replica_state import PartitionState
 from stratalog.broker.topics import TopicAdmin
+from stratalog.common.config import EngineConfig
 from stratalog.common.errors import NotLeaderOrFollowerError
 from stratalog.common.names import TopicPartition
 from stratalog.storage.log_manager import LogManager
@@ -37,6 +38,13 @@ class ReplicationSettings:
     broker_id: int
     replica_lag_time_max_ms: int = 30_000
     fetcher: FetcherSettings = field(default_factory=FetcherSettings)
+
+    @classmethod
+    def from_config(cls, broker_id: int, config: EngineConfig) -> ReplicationSettings:
+        """The replica.* settings of an engine's config, under Kafka's names."""
+        return cls(broker_id, config.replica_lag_time_max_ms,
+                   FetcherSettings(config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms,
+                                   config.replica_fetch_min_bytes))
 
 
 class ReplicaSet:

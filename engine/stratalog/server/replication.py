@@ -9,7 +9,7 @@
   batches as the leader wrote them; the high watermark, log start and end offsets and, on
   divergence, ``X-Diverging-Epoch: <epoch>:<end offset>`` travel as headers.
 
-``LeaderClient`` and ``ControllerClient`` are the other ends (a follower's fetcher; a leader's
+``LeaderSession`` and ``ControllerClient`` are the other ends (a follower's fetcher; a leader's
 AlterPartition), over plain keep-alive HTTP/1.1 from the standard library, since they run on
 fetcher threads rather than on the event loop.
 """
@@ -200,33 +200,6 @@ class _Http:
             raise AssertionError("unreachable")
 
 
-class LeaderClient:
-    """A follower's fetches of one partition from its leader's engine."""
-
-    def __init__(self, leader_url: str, tp: TopicPartition) -> None:
-        self.tp = tp
-        self.http = _Http(leader_url, timeout_s=60)
-
-    def __call__(self, fetch: ReplicaFetch, max_wait_ms: int, min_bytes: int = 1) -> ReplicaFetchResult:
-        query = urllib.parse.urlencode({
-            "replicaId": fetch.replica_id, "fetchOffset": fetch.fetch_offset,
-            "lastFetchedEpoch": fetch.last_fetched_epoch, "currentLeaderEpoch": fetch.current_leader_epoch,
-            "maxBytes": fetch.max_bytes, "maxWaitMs": max_wait_ms, "minBytes": min_bytes})
-        path = (f"/v1/replication/partitions/{urllib.parse.quote(self.tp.topic)}/{self.tp.partition}/fetch?"
-                + query)
-        response = self.http.request("GET", path)
-        data: bytes = response.data  # type: ignore[attr-defined]
-        if response.status != 200:
-            _raise_for(response.status, data, f"replica fetch of {self.tp}")
-        diverging = response.getheader("X-Diverging-Epoch")
-        epoch_end = tuple(int(x) for x in diverging.split(":")) if diverging else None
-        return ReplicaFetchResult(
-            data, int(response.getheader("X-High-Watermark", "0")), int(response.getheader("X-Log-Start-Offset", "0")),
-            int(response.getheader("X-Log-End-Offset", "0")),
-            (epoch_end[0], epoch_end[1]) if epoch_end is not None else None,
-            response.getheader("X-Out-Of-Range") == "true")
-
-
 class LeaderSession:
     """A follower's fetches from one leader's engine, every followed partition in one request."""
 
@@ -249,24 +222,37 @@ class LeaderSession:
         data: bytes = response.data  # type: ignore[attr-defined]
         if response.status != 200:
             _raise_for(response.status, data, f"replica fetch of {len(fetches)} partition(s)")
-        (length,) = _HEADER_LENGTH.unpack_from(data, 0)
-        header = json.loads(data[_HEADER_LENGTH.size:_HEADER_LENGTH.size + length])
-        if len(header) != len(fetches):
-            raise OSError(f"replica fetch: {len(header)} answers for {len(fetches)} partitions")
-        position = _HEADER_LENGTH.size + length
-        out: list[ReplicaFetchResult | StratalogError] = []
-        for entry in header:
-            if "error_code" in entry:
-                out.append(_ERRORS.get(entry["error_code"], StratalogError)(entry["message"]))
-                continue
-            size = int(entry["size"])
-            diverging = entry.get("divergingEpoch")
-            out.append(ReplicaFetchResult(
-                data[position:position + size], int(entry["highWatermark"]), int(entry["logStartOffset"]),
-                int(entry["logEndOffset"]), (int(diverging[0]), int(diverging[1])) if diverging else None,
-                bool(entry.get("outOfRange"))))
-            position += size
-        return out
+        try:
+            return _parse_fetch_answer(data, len(fetches))
+        except (ValueError, KeyError, TypeError, IndexError, struct.error) as error:
+            # A garbled answer (a proxy's page, a cut connection) is the leader being unreachable
+            # for this round: the fetcher backs off and asks again, it never dies of it.
+            raise OSError(f"replica fetch from {self.http.host}:{self.http.port}: malformed answer "
+                          f"({len(data)} bytes): {error}") from None
+
+
+def _parse_fetch_answer(data: bytes, expected: int) -> list[ReplicaFetchResult | StratalogError]:
+    (length,) = _HEADER_LENGTH.unpack_from(data, 0)
+    header = json.loads(data[_HEADER_LENGTH.size:_HEADER_LENGTH.size + length])
+    if not isinstance(header, list) or len(header) != expected:
+        raise ValueError(f"{len(header) if isinstance(header, list) else 'no'} answers for {expected} partitions")
+    position = _HEADER_LENGTH.size + length
+    out: list[ReplicaFetchResult | StratalogError] = []
+    for entry in header:
+        if "error_code" in entry:
+            out.append(_ERRORS.get(entry["error_code"], StratalogError)(entry["message"]))
+            continue
+        size = int(entry["size"])
+        if position + size > len(data):
+            raise ValueError(f"{entry.get('topic')}-{entry.get('partition')}: {size} bytes announced, "
+                             f"{len(data) - position} left")
+        diverging = entry.get("divergingEpoch")
+        out.append(ReplicaFetchResult(
+            data[position:position + size], int(entry["highWatermark"]), int(entry["logStartOffset"]),
+            int(entry["logEndOffset"]), (int(diverging[0]), int(diverging[1])) if diverging else None,
+            bool(entry.get("outOfRange"))))
+        position += size
+    return out
 
 
 class ControllerClient:

@@ -27,7 +27,6 @@ from aiohttp import web
 
 from stratalog.common.errors import StratalogError
 from stratalog.broker.engine import Engine
-from stratalog.broker.fetcher import FetcherSettings
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.app import create_app
 from stratalog.server.replication import ControllerClient, LeaderSession
@@ -89,11 +88,8 @@ def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> N
 
 
 def _replica_set(engine: Engine, broker_id: int, controller_url: str) -> ReplicaSet:
-    config = engine.config
-    settings = ReplicationSettings(broker_id, config.replica_lag_time_max_ms,
-                                   FetcherSettings(config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms,
-                                                   config.replica_fetch_min_bytes))
-    return ReplicaSet(engine.manager, settings, ControllerClient(controller_url), LeaderSession, clock=engine.clock)
+    return ReplicaSet(engine.manager, ReplicationSettings.from_config(broker_id, engine.config),
+                      ControllerClient(controller_url), LeaderSession, clock=engine.clock)
 
 
 async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 30.0,

@@ -29,7 +29,6 @@ from stratalog.server.app import create_app
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState
 from stratalog.broker.engine import Engine
-from stratalog.broker.fetcher import FetcherSettings
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.replication import LeaderSession
 
@@ -192,10 +191,7 @@ async def run_agent(options: AgentRunOptions) -> int:
 
 def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Agent,
                  lease: AgentLease) -> ReplicaDriver:
-    config = engine.config
-    settings = ReplicationSettings(broker_id(options.logdir), config.replica_lag_time_max_ms,
-                                   FetcherSettings(config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms,
-                                                   config.replica_fetch_min_bytes))
+    settings = ReplicationSettings.from_config(broker_id(options.logdir), engine.config)
     driver: ReplicaDriver | None = None
 
     def alive() -> set[str]:
