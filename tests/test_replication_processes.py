@@ -401,6 +401,11 @@ def test_one_fetch_serves_every_followed_partition_each_with_its_own_answer(tmp_
         assert not waiting.is_alive() and time.monotonic() - started < 20
         still, woken = answer["r"]
         assert still.data == b"" and len(woken.data) == len(batch) and woken.log_end_offset == 2
+        # Bad input names the entry and the field.
+        bad = requests.post(f"{leader.base}/v1/replication/fetch", timeout=10, json={
+            "replicaId": 1, "partitions": [{"topic": "t", "partition": 0, "fetchOffset": 0},
+                                           {"topic": "t", "partition": 1, "fetchOffset": -5}]})
+        assert bad.status_code == 400 and "partitions[1].fetchOffset" in bad.json()["message"], bad.text
     finally:
         controller.close()
         engines.stop_all()

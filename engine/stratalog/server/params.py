@@ -161,12 +161,13 @@ async def json_object(request: web.Request, limit: int, *, allowed: Set[str], re
 
 
 def field_int(obj: dict[str, Any], name: str, default: int | None = None, *, minimum: int = INT64_MIN,
-              maximum: int = INT64_MAX) -> int:
+              maximum: int = INT64_MAX, within: str = "") -> int:
+    """``obj[name]`` as an integer in range; ``within`` names where ``obj`` sits (``partitions[3].``)."""
     value = obj.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestError(f"body field {name!r}: expected an integer, got {_describe(value)}")
+        raise RequestError(f"body field {within + name!r}: expected an integer, got {_describe(value)}")
     if not minimum <= value <= maximum:
-        raise RequestError(f"body field {name!r}: {value} is out of range [{minimum}, {maximum}]")
+        raise RequestError(f"body field {within + name!r}: {value} is out of range [{minimum}, {maximum}]")
     return value
 
 

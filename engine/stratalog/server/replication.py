@@ -121,16 +121,16 @@ async def replica_fetch_many(request: web.Request) -> web.Response:
     for i, entry in enumerate(body["partitions"]):
         if not isinstance(entry, dict):
             raise RequestError(f"body: partitions[{i}] must be an object")
-        topic = entry.get("topic")
+        topic, at = entry.get("topic"), f"partitions[{i}]."
         if not isinstance(topic, str):
-            raise RequestError(f"body: partitions[{i}].topic must be a topic name")
+            raise RequestError(f"body field '{at}topic': expected a topic name")
         tp = TopicPartition(validate_topic_name(topic),
-                            params.field_int(entry, "partition", minimum=0, maximum=INT32_MAX))
+                            params.field_int(entry, "partition", minimum=0, maximum=INT32_MAX, within=at))
         fetches.append((tp, ReplicaFetch(
-            replica_id, params.field_int(entry, "fetchOffset", minimum=0),
-            params.field_int(entry, "lastFetchedEpoch", -1, minimum=-1, maximum=INT32_MAX),
-            params.field_int(entry, "currentLeaderEpoch", -1, minimum=-1, maximum=INT32_MAX),
-            params.field_int(entry, "maxBytes", INT32_MAX, minimum=0, maximum=INT32_MAX))))
+            replica_id, params.field_int(entry, "fetchOffset", minimum=0, within=at),
+            params.field_int(entry, "lastFetchedEpoch", -1, minimum=-1, maximum=INT32_MAX, within=at),
+            params.field_int(entry, "currentLeaderEpoch", -1, minimum=-1, maximum=INT32_MAX, within=at),
+            params.field_int(entry, "maxBytes", INT32_MAX, minimum=0, maximum=INT32_MAX, within=at))))
     answers = await state.broker.replica_fetch_many(fetches, max_wait, min_bytes, max_bytes)
     header: list[dict[str, Any]] = []
     blobs: list[bytes] = []
