@@ -131,10 +131,10 @@ class ReplicaDriver:
         self.alive = alive_logdirs(leases, datetime.now(timezone.utc)) - shutting_down(leases)
         self.endpoints = {broker_id(n): url for n, url in advertised_urls(leases).items()}
 
-    def leading(self) -> list[TopicPartition]:
-        """The partitions whose records, read now from the API, name this LogDir their leader."""
+    def leading(self, bodies: list[Json]) -> list[TopicPartition]:
+        """The partitions whose records in ``bodies`` name this LogDir their leader."""
         out = []
-        for body in self.kube.list("Topic", self.namespace):
+        for body in bodies:
             meta = body.get("metadata") or {}
             if is_paused(meta) or is_unmanaged(meta) or meta.get("deletionTimestamp"):
                 continue   # the controller moves nothing there: waiting on it would only time out
@@ -146,28 +146,34 @@ class ReplicaDriver:
         """Kafka's controlled shutdown: ask the controller to move every leadership away and wait
         (following the records as they change) until none is left here, or the time is up; what
         is still led here then."""
-        still: list[TopicPartition] = []
         if not lease.leave():
-            return self.leading()
+            return self.leading(self.kube.list("Topic", self.namespace))
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.sync_once(fresh=True)   # the watch is stopped by now: read the records directly
-            still = self.leading()
-            if not still:
-                return []
+        while True:
+            # The watch is stopped by now: one read of the records per round, followed and checked.
+            bodies = self.kube.list("Topic", self.namespace)
+            self.sync_once(bodies)
+            still = self.leading(bodies)
+            if not still or time.monotonic() >= deadline:
+                return still
             time.sleep(0.2)
-        return still
 
-    def sync_once(self, *, fresh: bool = False) -> int:
+    def sync_once(self, listed: list[Json] | None = None) -> int:
         """Apply every record naming this LogDir whose state the engine lacks; how many were applied.
 
         Under a new Lease registration (the first, or after a lapse) the Topics are listed afresh
         rather than taken from the watch, which may lag, and only then may the engine lead again.
+        ``listed``: Topics the caller has just listed from the API (they count as a fresh read).
         """
         registration = self.lease.registration
-        fresh = fresh or registration != self._confirmed
+        fresh = listed is not None or registration != self._confirmed
         self.read_leases()
-        bodies = self.kube.list("Topic", self.namespace) if fresh else list(self.topics.values())
+        if listed is not None:
+            bodies = listed
+        elif fresh:
+            bodies = self.kube.list("Topic", self.namespace)
+        else:
+            bodies = list(self.topics.values())
         applied = 0
         with self.lock:
             logs = self.replicas.manager.logs()
