@@ -36,7 +36,7 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from kube.roles import Agent, Operator, wait_for  # noqa: E402
+from kube.roles import Agent, Operator, logdir_manifests, wait_for  # noqa: E402
 from server_harness import kafka_batch  # noqa: E402
 
 NS = "bench-failover"
@@ -113,8 +113,7 @@ def run(trials: int, session_timeout_ms: int, heartbeat_interval_ms: int) -> dic
         args = ("--broker-session-timeout-ms", str(session_timeout_ms),
                 "--broker-heartbeat-interval-ms", str(heartbeat_interval_ms))
         agents = {n: Agent(env, NS, n, [root / n], root / f"{n}.log", *args).start() for n in LOGDIRS}
-        manifests = [f"apiVersion: stratalog.io/v1alpha1\nkind: LogDir\nmetadata: {{name: {n}}}\n"
-                     "spec: {volumes: [{name: data-0, size: 1Gi}]}\n" for n in LOGDIRS]
+        manifests = logdir_manifests(LOGDIRS)
         manifests.append("apiVersion: stratalog.io/v1alpha1\nkind: Topic\nmetadata: {name: t}\n"
                          "spec: {partitions: 1, replicas: 3, config: {min.insync.replicas: 2}}\n")
         kubectl(env, "-n", NS, "apply", "-f", "-", input="---\n".join(manifests))

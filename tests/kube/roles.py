@@ -171,6 +171,12 @@ def writes_total(metrics_text: str, prefix: str) -> float:
     return total
 
 
+def logdir_manifests(names: Sequence[str]) -> list[str]:
+    """One LogDir of one 1 GiB volume per name (the agents run beside them on local directories)."""
+    return ["apiVersion: stratalog.io/v1alpha1\nkind: LogDir\n"
+            f"metadata: {{name: {name}}}\nspec: {{volumes: [{{name: data-0, size: 1Gi}}]}}\n" for name in names]
+
+
 def conflicts_total(metrics_text: str, prefix: str) -> float:
     """Sum of ``<prefix>_api_conflicts_total`` samples: writes the API server refused with 409."""
     return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()

@@ -16,15 +16,14 @@ from typing import Any
 import pytest
 
 from .conftest import KubeCluster
-from .roles import Agent, Operator, kubectl_json, wait_for
+from .roles import Agent, Operator, kubectl_json, logdir_manifests, wait_for
 
 NS = "elections"
 LOGDIRS = ("dir-a", "dir-b", "dir-c")
 
 
 def _manifests() -> str:
-    docs = ["apiVersion: stratalog.io/v1alpha1\nkind: LogDir\n"
-            f"metadata: {{name: {name}}}\nspec: {{volumes: [{{name: data-0, size: 1Gi}}]}}\n" for name in LOGDIRS]
+    docs = logdir_manifests(LOGDIRS)
     docs.append("apiVersion: stratalog.io/v1alpha1\nkind: Topic\nmetadata: {name: events}\n"
                 "spec: {partitions: 2, replicas: 3}\n")
     return "---\n".join(docs)

@@ -43,7 +43,7 @@ from stratalog_spark.store.http import HttpStore
 from stratalog_operator.replica_records import broker_id
 
 from .conftest import KubeCluster
-from .roles import STRATALOG, Agent, Operator, wait_for
+from .roles import STRATALOG, Agent, Operator, logdir_manifests, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "failover"
@@ -56,8 +56,7 @@ AGENT_ARGS = ("--broker-session-timeout-ms", "3000", "--broker-heartbeat-interva
 
 
 def _manifests() -> str:
-    docs = ["apiVersion: stratalog.io/v1alpha1\nkind: LogDir\n"
-            f"metadata: {{name: {name}}}\nspec: {{volumes: [{{name: data-0, size: 1Gi}}]}}\n" for name in LOGDIRS]
+    docs = logdir_manifests(LOGDIRS)
     docs.append("apiVersion: stratalog.io/v1alpha1\nkind: Topic\n"
                 f"metadata: {{name: {TOPIC}}}\n"
                 f"spec: {{partitions: {PARTITIONS}, replicas: 3, config: {{min.insync.replicas: 2}}}}\n")
