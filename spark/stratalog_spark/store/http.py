@@ -31,6 +31,16 @@ CHUNK_BYTES = 8 << 20  # planning granularity; planning groups chunks into tasks
 TIMEOUT_S = 120.0
 ATTEMPTS = 3
 LEADER_HOPS = 3
+# How long a request keeps trying the listed engines while none of them can answer for the
+# partition (an engine down, a leader being elected): Kafka's default.api.timeout.ms.
+FIND_LEADER_TIMEOUT_S = 60.0
+# How long a read waits for offsets it was planned to read (they were below a high watermark)
+# when the leader serving them has not reached them yet, as after a failover: Spark's
+# kafkaConsumer.pollTimeoutMs (spark.network.timeout).
+READ_STALL_TIMEOUT_S = 120.0
+STALL_WAIT_MS = 500
+# Answers that mean "no engine can serve this partition right now, and nothing was written".
+RETRIABLE = frozenset({"NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "BROKER_NOT_AVAILABLE"})
 
 
 class HttpError(StratalogError):
@@ -41,6 +51,12 @@ class HttpError(StratalogError):
         self.status = status
         self.code = code
         self.leader_url = leader_url   # with NOT_LEADER_OR_FOLLOWER: where the partition's leader is
+
+
+class StalledReadError(StratalogError):
+    """Offsets that were below the high watermark when planned never came from the leader."""
+
+    code = "REQUEST_TIMED_OUT"
 
 
 class HttpStore:
@@ -68,14 +84,32 @@ class HttpStore:
                  headers: dict[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
         """One request; sent on to the partition's leader when a replica that does not lead it says
         where the leader is (it wrote nothing, so a produce may follow too). Any agent of a
-        replicated cluster is thus a starting point, and a failover is followed as it happens."""
-        for i, start in enumerate(self.urls):
-            try:
-                return self._request_following(start, method, path, query, body, headers)
-            except HttpError as error:
-                if error.code != "UNKNOWN_TOPIC_OR_PARTITION" or i == len(self.urls) - 1:
-                    raise   # only "not here" sends the request on to the next engine listed
-        raise AssertionError("unreachable")
+        replicated cluster is thus a starting point, and a failover is followed as it happens.
+
+        An engine that is down, or a partition without a reachable leader, sends the request on to
+        the next engine listed, round after round for up to ``FIND_LEADER_TIMEOUT_S``, as a Kafka
+        client refreshes its metadata; a produce is sent again only when it was surely not written
+        (the connection was refused, or the engine does not lead the partition)."""
+        deadline = time.monotonic() + FIND_LEADER_TIMEOUT_S
+        backoff = 0.1
+        while True:
+            retriable: Exception | None = None
+            for i, start in enumerate(self.urls):
+                try:
+                    return self._request_following(start, method, path, query, body, headers)
+                except HttpError as error:
+                    if error.code in RETRIABLE:
+                        retriable = error
+                    elif error.code != "UNKNOWN_TOPIC_OR_PARTITION" or (i == len(self.urls) - 1 and not retriable):
+                        raise   # "not here" sends the request on to the next engine listed
+                except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+                    if method != "GET" and not _refused(error):
+                        raise   # a produce may have landed: not sent again
+                    retriable = error
+            if retriable is None or time.monotonic() + backoff > deadline:
+                raise retriable if retriable is not None else AssertionError("no engine listed")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
 
     def _request_following(self, base: str, method: str, path: str, query: dict[str, Any] | None,
                            body: bytes | None, headers: dict[str, str] | None) -> tuple[bytes, dict[str, str]]:
@@ -117,7 +151,8 @@ class HttpStore:
     # -- metadata ------------------------------------------------------------------------------
     def _each(self, path: str) -> list[Any]:
         """``path``'s JSON from every engine listed that has it (at least one, or the first error)."""
-        found, first_error = [], None
+        found: list[Any] = []
+        first_error: Exception | None = None
         for base in self.urls:
             try:
                 data, _ = self._request_at(base, "GET", path, None, None, {"Accept": "application/json"})
@@ -125,6 +160,9 @@ class HttpStore:
                 if error.code != "UNKNOWN_TOPIC_OR_PARTITION":
                     raise
                 first_error = first_error or error
+                continue
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+                first_error = first_error or error   # an engine that is down: the others answer
                 continue
             found.append(json.loads(data))
         if not found and first_error is not None:
@@ -172,9 +210,15 @@ class HttpStore:
                      on_data_loss: DataLossHandler) -> Iterator[bytes]:
         path = self._topic_path(topic, "partitions", partition, "records")
         position = start
+        stalled_since: float | None = None
         while position < end:
+            # [start, end) was below a high watermark when planned, so every offset in it was
+            # committed: a leader that serves nothing at ``position`` has not reached it yet (a new
+            # leader's high watermark trails the old one's for a fetch round), so wait for it.
+            wait_ms = STALL_WAIT_MS if stalled_since is not None else None
             try:
-                data, headers = self._request("GET", path, {"offset": position, "maxBytes": self.fetch_bytes},
+                data, headers = self._request("GET", path, {"offset": position, "maxBytes": self.fetch_bytes,
+                                                            "maxWaitMs": wait_ms},
                                               headers={"Accept": RECORD_BATCH})
             except HttpError as error:
                 if error.code != "OFFSET_OUT_OF_RANGE":
@@ -185,8 +229,6 @@ class HttpStore:
                 on_data_loss(topic, partition, position, available)
                 position = available
                 continue
-            if not data:
-                return  # nothing more below the high watermark
             before = position
             for info in iter_batch_infos(data, source=self.url):
                 if info.last_offset < position:
@@ -203,8 +245,17 @@ class HttpStore:
                 if position >= end:
                     return
             position = max(position, int(headers.get("X-Next-Offset", position)))
-            if position == before:
-                return  # the server had nothing past what we asked for
+            if position > before:
+                stalled_since = None
+                continue
+            now = time.monotonic()
+            if stalled_since is None:
+                stalled_since = now
+            elif now - stalled_since > READ_STALL_TIMEOUT_S:
+                raise StalledReadError(
+                    f"{topic}-{partition}: offsets {position}..{end - 1} were below the high watermark when "
+                    f"the read was planned, but {self.url} served nothing from offset {position} for "
+                    f"{READ_STALL_TIMEOUT_S:g}s (its leader's high watermark never reached them)")
 
     @contextmanager
     def appender(self) -> Iterator[Appender]:
@@ -216,6 +267,12 @@ class HttpStore:
             return int(result["baseOffset"]), int(result["lastOffset"])
 
         yield append
+
+
+def _refused(error: Exception) -> bool:
+    """The connection was refused: the request never reached an engine."""
+    reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    return isinstance(reason, ConnectionRefusedError)
 
 
 def _error(error: urllib.error.HTTPError) -> StratalogError:
