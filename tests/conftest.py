@@ -1,10 +1,24 @@
-"""Shared builders: batches, logs and log managers on real temporary directories."""
+"""Shared builders: batches, logs and log managers on real temporary directories; one local Spark.
+
+Starting Spark costs seconds, and the first Python data-source query several
+more (it spawns Spark's Python daemons), so every test that needs Spark (the
+Spark suite, and the kube suite's pipeline through a failover) shares one
+session-scoped ``local[2]`` session. Its Python workers run this interpreter.
+
+The session finds ``format("stratalog")`` the way an installed package is
+found: by Spark's static lookup of top-level ``pyspark_*`` modules. An
+editable install serves the packages through an import hook that module
+listing cannot see, so the source root is put on the workers' ``PYTHONPATH``,
+which is where a wheel install would have put ``pyspark_stratalog``.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +29,8 @@ from stratalog.common.names import TopicPartition
 from stratalog.records import Compression, Header, Record, build_batch
 
 REPO = Path(__file__).resolve().parent.parent
+SPARK_ROOT = REPO / "spark"
+ENGINE_ROOT = REPO / "engine"
 
 
 def records(values: list[tuple[bytes | None, bytes | None]], *, timestamp: int = 1_700_000_000_000,
@@ -72,3 +88,22 @@ def run_cli(*args: str, input: str | None = None) -> "subprocess.CompletedProces
 
     return subprocess.run([sys.executable, "-m", "stratalog.cli", *args], input=input, capture_output=True,
                           text=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    path = [str(SPARK_ROOT), str(ENGINE_ROOT), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("stratalog-spark-tests")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+               .config("spark.driver.memory", "1g").config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -15,6 +15,9 @@ rejoins every ISR. Then, with the producers paused:
 every acknowledged record is in the partition's log at the offset it was acknowledged with, the
 three replicas' logs are byte-identical, and every record a consumer read is in the final log.
 
+A Spark Structured Streaming query, given every agent's address, reads the Topic through one
+such failover and ends with each acknowledged record exactly once.
+
 ``STRATALOG_KUBE_FAILOVER_TRIALS`` sets the number of trials of each kind (20 in CI, the issue's
 minimum).
 """
@@ -439,6 +442,61 @@ def test_a_rolling_controlled_shutdown_under_load_fails_no_produce(bed):
     assert 'stratalog_operator_partition_elections_total{reason="PreferredLeader"}' in moves
     assert len(workload.acked) > 100, (len(workload.acked), workload.errors)
     print(f"rolling restart: {len(workload.acked)} acknowledged, none failed; retried errors {workload.errors}")
+
+
+def test_a_spark_stream_given_every_agent_reads_each_acknowledged_record_once_across_a_leader_failover(
+        bed, spark, tmp_path):
+    """Spark's data source, option url listing the agents (the one about to die first), as a
+    Kafka client lists bootstrap servers: its micro-batches go on while a leader is SIGKILLed and
+    replaced, and the stream ends up with every acknowledged record exactly once at its offset,
+    and with nothing that is not in the final log."""
+    wait_for("every partition led and replicated", bed.settled, timeout=120, logs=bed.logs)
+    victim: str = bed.records()[0]["leader"]
+    urls = ",".join(bed.agents[d].base for d in sorted(LOGDIRS, key=lambda d: d != victim))
+    stream = (spark.readStream.format("stratalog").option("url", urls).option("subscribe", TOPIC)
+              .option("startingOffsets", "latest").load()
+              .select("partition", "offset", "value")
+              .writeStream.format("memory").queryName("failover_stream")
+              .option("checkpointLocation", str(tmp_path / "checkpoint"))
+              .trigger(processingTime="500 milliseconds").start())
+    workload = Workload(bed, retry_for=30.0)
+    try:
+        wait_for("the stream's first micro-batch", lambda: stream.lastProgress is not None, timeout=120,
+                 logs=bed.logs)
+        workload.start()
+        time.sleep(3.0)
+        led = [p for p, r in bed.records().items() if r["leader"] == victim]
+        bed.agents[victim].kill()
+        wait_moved(bed, victim, led, 0)
+        time.sleep(3.0)   # producers and the stream go on with the new leaders
+        workload.stop()
+
+        def streamed() -> dict[tuple[int, int], list[bytes]]:
+            found: dict[tuple[int, int], list[bytes]] = {}
+            for row in spark.sql("SELECT partition, offset, value FROM failover_stream").collect():
+                found.setdefault((row["partition"], row["offset"]), []).append(bytes(row["value"]))
+            return found
+
+        wait_for("the stream to read every acknowledged record",
+                 lambda: stream.exception() is None and set(workload.acked) <= set(streamed()),
+                 timeout=180, interval=1.0, logs=bed.logs)
+        assert stream.isActive and stream.exception() is None, stream.exception()
+        got = streamed()
+    finally:
+        workload.stop()
+        stream.stop()
+        if not bed.agents[victim].alive():
+            bed.agents[victim].start()
+    assert not workload.failed, f"produces failed after retries: {workload.failed[:5]} ({workload.errors})"
+    assert {k for k, v in got.items() if len(v) > 1} == set(), "records streamed twice"
+    assert all(got[k] == [v] for k, v in workload.acked.items())
+    wait_for(f"{victim} back in every ISR, one log end everywhere", bed.settled, timeout=90, logs=bed.logs)
+    finals = check_replicas(bed, workload, "after the stream's failover")
+    phantom = {k: v for k, v in got.items() if finals[k[0]].get(k[1]) != v[0]}
+    assert not phantom, f"the stream read records that are not in the final log: {sorted(phantom.items())[:5]}"
+    assert len(workload.acked) > 50 and led, (len(workload.acked), led)
+    print(f"spark stream through a failover of {victim}: {len(got)} records streamed, "
+          f"{len(workload.acked)} acknowledged; retried errors {workload.errors}")
 
 
 def test_every_dashboard_query_names_metrics_the_agents_and_the_controller_export(bed):

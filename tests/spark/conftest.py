@@ -1,53 +1,19 @@
-"""One real local Spark for the whole Spark suite, and builders of real topics on real directories.
+"""Builders of real topics on real directories for the Spark suite.
 
-Starting Spark costs seconds, and the first Python data-source query several
-more (it spawns Spark's Python daemons), so every test shares one
-session-scoped ``local[2]`` session. Its Python workers run this interpreter.
-
-The session finds ``format("stratalog")`` the way an installed package is
-found: by Spark's static lookup of top-level ``pyspark_*`` modules. An
-editable install serves the packages through an import hook that module
-listing cannot see, so the source root is put on the workers' ``PYTHONPATH``,
-which is where a wheel install would have put ``pyspark_stratalog``.
+The one local Spark session every Spark test shares (the suites under kube/ too) is the
+``spark`` fixture of tests/conftest.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.records import Record, build_batch
-
-REPO = Path(__file__).resolve().parents[2]
-SPARK_ROOT = REPO / "spark"
-ENGINE_ROOT = REPO / "engine"
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    path = [str(SPARK_ROOT), str(ENGINE_ROOT), os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("stratalog-spark-tests")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-               .config("spark.driver.memory", "1g").config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def engine(data_dir: Path) -> LogManager:

@@ -94,13 +94,14 @@ class HttpStore:
         backoff = 0.1
         while True:
             retriable: Exception | None = None
-            for i, start in enumerate(self.urls):
+            listed = list(self.urls)
+            for i, start in enumerate(listed):
                 try:
                     return self._request_following(start, method, path, query, body, headers)
                 except HttpError as error:
                     if error.code in RETRIABLE:
                         retriable = error
-                    elif error.code != "UNKNOWN_TOPIC_OR_PARTITION" or (i == len(self.urls) - 1 and not retriable):
+                    elif error.code != "UNKNOWN_TOPIC_OR_PARTITION" or (i == len(listed) - 1 and not retriable):
                         raise   # "not here" sends the request on to the next engine listed
                 except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
                     if method != "GET" and not _refused(error):
@@ -111,16 +112,28 @@ class HttpStore:
             time.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
+    def _last_resort(self, base: str) -> None:
+        """An engine that could not be reached is tried last from now on, as long as it stays down."""
+        if base in self.urls and len(self.urls) > 1:
+            self.urls.remove(base)
+            self.urls.append(base)
+
     def _request_following(self, base: str, method: str, path: str, query: dict[str, Any] | None,
                            body: bytes | None, headers: dict[str, str] | None) -> tuple[bytes, dict[str, str]]:
-        for _ in range(LEADER_HOPS):
+        first = base
+        for hop in range(LEADER_HOPS + 1):
             try:
                 return self._request_at(base, method, path, query, body, headers)
             except HttpError as error:
-                if error.code != "NOT_LEADER_OR_FOLLOWER" or not error.leader_url or error.leader_url == base:
+                if (hop == LEADER_HOPS or error.code != "NOT_LEADER_OR_FOLLOWER" or not error.leader_url
+                        or error.leader_url == base):
                     raise
                 base = error.leader_url
-        return self._request_at(base, method, path, query, body, headers)
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if base == first:
+                    self._last_resort(base)   # not a leader it pointed to: the listed engine itself
+                raise
+        raise AssertionError("unreachable")
 
     def _request_at(self, base: str, method: str, path: str, query: dict[str, Any] | None, body: bytes | None,
                     headers: dict[str, str] | None) -> tuple[bytes, dict[str, str]]:
@@ -134,8 +147,10 @@ class HttpStore:
                     return response.read(), dict(response.headers.items())
             except urllib.error.HTTPError as error:
                 raise _error(error) from None
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if attempt == ATTEMPTS or method != "GET":  # a produce is not retried: it may have landed
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+                # A produce is not retried (it may have landed), nor a refused connection (the
+                # engine is down: the caller goes on to the next one listed).
+                if attempt == ATTEMPTS or method != "GET" or _refused(error):
                     raise
                 time.sleep(0.2 * attempt)
         raise AssertionError("unreachable")
@@ -153,7 +168,7 @@ class HttpStore:
         """``path``'s JSON from every engine listed that has it (at least one, or the first error)."""
         found: list[Any] = []
         first_error: Exception | None = None
-        for base in self.urls:
+        for base in list(self.urls):
             try:
                 data, _ = self._request_at(base, "GET", path, None, None, {"Accept": "application/json"})
             except HttpError as error:
@@ -163,6 +178,7 @@ class HttpStore:
                 continue
             except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
                 first_error = first_error or error   # an engine that is down: the others answer
+                self._last_resort(base)
                 continue
             found.append(json.loads(data))
         if not found and first_error is not None:
