@@ -499,6 +499,66 @@ def test_a_spark_stream_given_every_agent_reads_each_acknowledged_record_once_ac
           f"{len(workload.acked)} acknowledged; retried errors {workload.errors}")
 
 
+def test_with_no_isr_member_alive_a_partition_stays_offline_until_unclean_election_is_enabled(bed):
+    """Kafka's unclean.leader.election.enable, read from the Topic's config: with it off, a partition
+    whose only in-sync replica is down waits for it (no leader, nothing acknowledged); turned on, the
+    controller elects the out-of-sync replica, and what only the old leader had is lost for good:
+    the old leader, back, truncates to its successor's log."""
+    wait_for("every partition led and replicated", bed.settled, timeout=120, logs=bed.logs)
+    topic = "lonely"
+
+    def apply(unclean: str) -> None:
+        bed.kube.kubectl_run("-n", NS, "apply", "-f", "-", input=(
+            "apiVersion: stratalog.io/v1alpha1\nkind: Topic\n"
+            f"metadata: {{name: {topic}}}\nspec: {{partitions: 1, replicas: 2, config: "
+            f"{{min.insync.replicas: 1, unclean.leader.election.enable: {unclean}}}}}\n"))
+
+    def record() -> dict[str, Any]:
+        return bed.records(topic).get(0) or {}
+
+    def produce(logdir: str, values: list[bytes]) -> None:
+        for value in values:
+            reply = requests.post(f"{bed.agents[logdir].base}/v1/topics/{topic}/partitions/0/records",
+                                  data=kafka_batch([(b"k", value)]), params={"acks": "all"},
+                                  headers={"Content-Type": "application/vnd.kafka.record-batch"}, timeout=30)
+            assert reply.status_code == 200, reply.text
+
+    apply("false")
+    first = wait_for("the two replicas in sync",
+                     lambda: (r := record()) and r.get("leader") and len(r["isr"]) == 2 and r, timeout=60,
+                     logs=bed.logs)
+    leader, follower = first["leader"], next(d for d in first["replicas"] if d != first["leader"])
+    produce(leader, [b"both-0", b"both-1"])        # on both replicas
+    bed.agents[follower].kill()
+    wait_for(f"{follower} out of the ISR", lambda: record()["isr"] == [leader], timeout=60, logs=bed.logs)
+    produce(leader, [b"alone-0", b"alone-1"])      # acknowledged by the only in-sync replica
+    bed.agents[leader].kill()
+    bed.agents[follower].start()
+    offline = wait_for("the partition offline", lambda: (r := record()) and r.get("leader") is None and r, timeout=60,
+                       logs=bed.logs)
+    assert offline["isr"] == [leader]               # the last in-sync replica is remembered
+    time.sleep(3 * 3.0)                             # three Lease timeouts: no election comes
+    assert record().get("leader") is None and record()["leaderEpoch"] == offline["leaderEpoch"], record()
+    refused = requests.post(f"{bed.agents[follower].base}/v1/topics/{topic}/partitions/0/records",
+                            json={"records": [{"value": "nobody-leads"}]}, timeout=30)
+    assert refused.status_code == 421, refused.text
+
+    apply("true")
+    unclean = wait_for(f"{follower} elected uncleanly", lambda: (r := record()).get("leader") == follower and r,
+                       timeout=60, logs=bed.logs)
+    assert unclean["isr"] == [follower] and unclean["leaderEpoch"] == offline["leaderEpoch"] + 1, unclean
+    assert 'stratalog_operator_partition_elections_total{reason="Unclean"}' in bed.operator.metrics()
+    produce(follower, [b"after-0"])
+    bed.agents[leader].start()
+    wait_for(f"{leader} truncated and back in the ISR", lambda: len(record()["isr"]) == 2 and len(
+        {(s["logEndOffset"], s["highWatermark"]) for s in (bed.stats(d, 0, topic) for d in (leader, follower))}) == 1,
+        timeout=90, logs=bed.logs)
+    logs = {d: bed.log_bytes(d, 0, topic) for d in (leader, follower)}
+    assert logs[leader] == logs[follower]
+    assert [v for _, v in records_of(logs[leader])] == [b"both-0", b"both-1", b"after-0"]
+    bed.kube.kubectl_run("-n", NS, "delete", "topic", topic)
+
+
 def test_every_dashboard_query_names_metrics_the_agents_and_the_controller_export(bed):
     dashboard = json.loads((REPO / "charts" / "stratalog" / "dashboards" / "stratalog.json").read_text())
     queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
