@@ -15,6 +15,9 @@ plain unit test:
 * A follower whose agent is gone or shutting down leaves the ISR (the leader stays), so
   ``acks=all`` does not wait for it; it rejoins through the leader's ISR expansion once it has
   caught up.
+* An agent that has just restarted (``restarted``) is treated as shutting down until its records
+  show it leads nothing and sits in no ISR: it may have lost its unflushed tail, and must not lead
+  again at a leader epoch it held before (followers would truncate to its shorter log).
 * Preferred leaders: leadership returns to the first replica of the assignment once it is alive
   and in the ISR (``auto.leader.rebalance.enable``).
 
@@ -76,8 +79,8 @@ class Election:
 
     before: PartitionRecord
     after: PartitionRecord
-    reason: str   # LeaderLost, ControlledShutdown, Unclean, Offline, Online, IsrShrink, PreferredLeader,
-    #               ReassignmentStarted, Reassigned (reassignment.py)
+    reason: str   # LeaderLost, ControlledShutdown, LeaderRestarted, Unclean, Offline, Online, IsrShrink,
+    #               PreferredLeader, ReassignmentStarted, Reassigned (reassignment.py)
 
 
 def _ordered(replicas: tuple[str, ...], members: Iterable[str]) -> tuple[str, ...]:
@@ -123,12 +126,16 @@ def _plan_one(record: PartitionRecord, alive: Set[str], leaving: Set[str], uncle
 
 
 def plan_leadership(records: Iterable[PartitionRecord], alive: Set[str], *, leaving: Set[str] = frozenset(),
-                    unclean: bool = False, rebalance: bool = True) -> list[Election]:
-    """The changes to make now, given which agents hold a live Lease (``alive``) and which are
-    shutting down (``leaving``: alive, but handing their leaderships over first)."""
+                    restarted: Set[str] = frozenset(), unclean: bool = False,
+                    rebalance: bool = True) -> list[Election]:
+    """The changes to make now, given which agents hold a live Lease (``alive``), which are
+    shutting down (``leaving``: alive, but handing their leaderships over first) and which have
+    just restarted (``restarted``: handled as leaving, under a reason of their own)."""
     changes = []
     for record in records:
-        election = _plan_one(record, alive, leaving, unclean, rebalance)
+        election = _plan_one(record, alive, set(leaving) | set(restarted), unclean, rebalance)
         if election is not None:
+            if election.reason == "ControlledShutdown" and record.leader in restarted:
+                election = replace(election, reason="LeaderRestarted")
             changes.append(election)
     return changes

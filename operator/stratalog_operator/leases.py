@@ -22,13 +22,21 @@ from typing import Any
 
 from .names import LABEL_COMPONENT, LABEL_LOGDIR, LABEL_MANAGED_BY
 
-__all__ = ["ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "AGENT_LEASE_SELECTOR", "shutting_down", "lease_name", "lease_body", "renewal", "expired", "alive_logdirs",
+__all__ = ["ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "REJOINING_ANNOTATION", "AGENT_LEASE_SELECTOR",
+           "shutting_down", "rejoining", "lease_name", "lease_body", "renewal", "expired", "alive_logdirs",
            "duration_seconds", "micro_time"]
 
 ADVERTISED_ANNOTATION = "stratalog.io/advertised-url"
 # Set by an agent that is shutting down (Kafka's ControlledShutdown request): the controller moves
 # its leaderships to in-sync followers first, and it may not join an ISR meanwhile (KIP-841).
 SHUTTING_DOWN_ANNOTATION = "stratalog.io/controlled-shutdown"
+# Set by an agent that has just started (possibly after a crash that lost its unflushed tail,
+# within its session, so its Lease never lapsed): the controller moves its leaderships and ISR
+# places away as for a shutdown, so it never leads again at a leader epoch it held before the
+# restart (followers would truncate acknowledged records to its shorter log). It clears the mark
+# once the records show nothing left; then it rejoins as a follower (Kafka fences a re-registered
+# broker with a new broker epoch, KIP-903).
+REJOINING_ANNOTATION = "stratalog.io/rejoining"
 LEASE_COMPONENT = "agent-lease"
 AGENT_LEASE_SELECTOR = f"{LABEL_COMPONENT}={LEASE_COMPONENT}"
 
@@ -52,8 +60,10 @@ def _parse_time(text: str) -> datetime:
 
 
 def lease_body(logdir: str, namespace: str, holder: str, session_timeout_ms: int, now: datetime,
-               advertised_url: str | None) -> dict[str, Any]:
+               advertised_url: str | None, *, rejoining: bool = False) -> dict[str, Any]:
     annotations = {ADVERTISED_ANNOTATION: advertised_url} if advertised_url else {}
+    if rejoining:
+        annotations[REJOINING_ANNOTATION] = "true"
     return {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": lease_name(logdir), "namespace": namespace, "annotations": annotations,
@@ -65,10 +75,11 @@ def lease_body(logdir: str, namespace: str, holder: str, session_timeout_ms: int
 
 
 def renewal(holder: str, session_timeout_ms: int, now: datetime, advertised_url: str | None, *,
-            leaving: bool = False) -> dict[str, Any]:
+            leaving: bool = False, rejoining: bool = False) -> dict[str, Any]:
     """The merge patch of one renewal (it also takes the Lease over from a previous holder, and
-    clears the shutdown mark a previous process of this agent may have left)."""
-    annotations: dict[str, Any] = {SHUTTING_DOWN_ANNOTATION: "true" if leaving else None}
+    clears the marks a previous process of this agent may have left)."""
+    annotations: dict[str, Any] = {SHUTTING_DOWN_ANNOTATION: "true" if leaving else None,
+                                   REJOINING_ANNOTATION: "true" if rejoining else None}
     if advertised_url:
         annotations[ADVERTISED_ANNOTATION] = advertised_url
     return {"metadata": {"annotations": annotations},
@@ -97,10 +108,19 @@ def alive_logdirs(leases: Iterable[Mapping[str, Any]], now: datetime) -> set[str
 
 def shutting_down(leases: Iterable[Mapping[str, Any]]) -> set[str]:
     """The LogDirs whose agents are in a controlled shutdown."""
+    return _marked(leases, SHUTTING_DOWN_ANNOTATION)
+
+
+def rejoining(leases: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The LogDirs whose agents have restarted and wait for their old leaderships to be moved."""
+    return _marked(leases, REJOINING_ANNOTATION)
+
+
+def _marked(leases: Iterable[Mapping[str, Any]], annotation: str) -> set[str]:
     out = set()
     for lease in leases:
         meta = lease.get("metadata") or {}
         logdir = (meta.get("labels") or {}).get(LABEL_LOGDIR)
-        if logdir and (meta.get("annotations") or {}).get(SHUTTING_DOWN_ANNOTATION) == "true":
+        if logdir and (meta.get("annotations") or {}).get(annotation) == "true":
             out.add(logdir)
     return out

@@ -120,6 +120,10 @@ class Agent(Role):
 
     def start(self) -> Agent:
         super().start()
+        return self.wait_ready()
+
+    def wait_ready(self) -> Agent:
+        """Wait for a started agent to listen and then to be ready (``start`` without the spawn)."""
         match = wait_for(f"agent {self.logdir} to listen", self._listening, timeout=60, logs=[self.log_path])
         self.base = match
         wait_for(f"agent {self.logdir} to be ready", lambda: requests.get(f"{self.base}/readyz", timeout=2).ok,

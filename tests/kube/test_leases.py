@@ -18,7 +18,7 @@ from kubernetes import client, config
 
 from stratalog_operator.agent.lease import AgentLease
 from stratalog_operator.kube import Kube
-from stratalog_operator.leases import ADVERTISED_ANNOTATION, expired
+from stratalog_operator.leases import ADVERTISED_ANNOTATION, REJOINING_ANNOTATION, expired, lease_name
 
 from .conftest import KubeCluster
 from .roles import Agent, kubectl_json, wait_for
@@ -99,3 +99,22 @@ def test_after_a_lapse_a_renewed_lease_lets_its_agent_lead_only_once_the_records
     assert not held.may_lead()                               # a read from before the lapse does not count
     held.confirm(held.registration)
     assert held.may_lead()
+
+
+def test_a_rejoining_agent_marks_its_lease_and_leads_nothing_until_it_has_rejoined(kube_cluster):
+    kube = Kube(load_client_configuration_from(kube_cluster.kubeconfig))
+    held = AgentLease(kube, NS, "dir-r", "holder-r", session_timeout_ms=3000, heartbeat_interval_ms=500,
+                      advertised_url=None)
+    held.rejoining = True
+
+    def marks() -> dict[str, str]:
+        body = kube.get("Lease", NS, lease_name("dir-r"))
+        assert body is not None
+        return (body["metadata"].get("annotations") or {})
+
+    assert held.renew_once()
+    held.confirm(held.registration)
+    assert marks().get(REJOINING_ANNOTATION) == "true" and not held.may_lead()
+    assert held.renew_once() and marks().get(REJOINING_ANNOTATION) == "true"   # said with every renewal
+    held.rejoined()
+    assert REJOINING_ANNOTATION not in marks() and held.may_lead()

@@ -559,6 +559,50 @@ def test_with_no_isr_member_alive_a_partition_stays_offline_until_unclean_electi
     bed.kube.kubectl_run("-n", NS, "delete", "topic", topic)
 
 
+def test_a_leader_back_within_its_session_after_losing_its_unflushed_tail_loses_no_acknowledged_record(bed):
+    """A power loss: the leader's agent dies, its log loses the tail only the page cache held, and it
+    is back before its Lease lapses (the controller, paused meanwhile, never saw it gone). Leading
+    on at its old leader epoch, it would make its followers truncate acknowledged records to its
+    shorter log; instead it rejoins: the controller moves its leaderships under a new epoch, and it
+    catches up as a follower."""
+    wait_for("every partition led and replicated", bed.settled, timeout=120, logs=bed.logs)
+    records = bed.records()
+    victim: str = records[0]["leader"]
+    agent = bed.agents[victim]
+    workload = Workload(bed)   # not started: it only keeps the acknowledged records for check_replicas
+    for i in range(20):
+        value = b"tail-%02d" % i
+        reply = requests.post(f"{agent.base}/v1/topics/{TOPIC}/partitions/0/records", data=kafka_batch([(b"k", value)]),
+                              params={"acks": "all"}, headers={"Content-Type": "application/vnd.kafka.record-batch"},
+                              timeout=30)
+        assert reply.status_code == 200, reply.text
+        workload.acked[(0, reply.json()["baseOffset"])] = value
+    wait_for("the records on every replica", bed.settled, timeout=60, logs=bed.logs)
+    lost_from = sorted(o for _, o in workload.acked)[10]
+    assert bed.operator.proc is not None
+    bed.operator.proc.send_signal(signal.SIGSTOP)
+    try:
+        agent.kill()
+        active = sorted(bed.partition_dir(victim, 0).glob("*.log"))[-1]
+        data = active.read_bytes()
+        cut = next(i.position for i in iter_batch_infos(data) if i.base_offset == lost_from)
+        with open(active, "r+b") as f:
+            f.truncate(cut)   # the page cache's tail, never written back
+        super(Agent, agent).start()   # spawned only: it gets ready once the controller runs again
+        lease_url = (f"{bed.kube.server}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/"
+                     f"stratalog-agent-{victim}")
+        wait_for(f"{victim}'s new process holding its Lease", lambda: str(agent.proc.pid) in bed.api.get(
+            lease_url, verify=str(bed.kube.ca), timeout=10).json()["spec"]["holderIdentity"], logs=bed.logs)
+    finally:
+        bed.operator.proc.send_signal(signal.SIGCONT)
+    agent.wait_ready()
+    moved = bed.records()[0]
+    assert moved["leader"] != victim or moved["leaderEpoch"] > records[0]["leaderEpoch"], moved
+    wait_for(f"{victim} caught up and back in every ISR", bed.settled, timeout=90, logs=bed.logs)
+    check_replicas(bed, workload, "after the leader's power loss")
+    assert 'stratalog_operator_partition_elections_total{reason="LeaderRestarted"}' in bed.operator.metrics()
+
+
 def test_every_dashboard_query_names_metrics_the_agents_and_the_controller_export(bed):
     dashboard = json.loads((REPO / "charts" / "stratalog" / "dashboards" / "stratalog.json").read_text())
     queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]

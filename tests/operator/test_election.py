@@ -62,6 +62,20 @@ def test_controlled_shutdown_moves_leadership_first_and_takes_the_leaving_agent_
     assert (reason, after.leader, after.isr) == ("IsrShrink", "b", ("a", "b"))
 
 
+def test_a_restarted_leader_hands_over_as_in_a_shutdown_so_it_never_leads_on_at_its_old_epoch():
+    reason, after = only(plan_leadership([record("a", ABC)], {"a", "b", "c"}, restarted={"a"}))
+    assert (reason, after.leader, after.isr, after.leader_epoch) == ("LeaderRestarted", "b", ("b", "c"), 4)
+    # A restarted follower leaves the ISR: its log may have lost its unflushed tail.
+    reason, after = only(plan_leadership([record("b", ABC)], {"a", "b", "c"}, restarted={"c"}, rebalance=False))
+    assert (reason, after.leader, after.isr) == ("IsrShrink", "b", ("a", "b"))
+    # Alone in sync, it cannot hand over: the partition goes offline, and comes back under a new
+    # leader epoch once the agent has rejoined.
+    reason, after = only(plan_leadership([record("a", ("a",))], {"a", "b", "c"}, restarted={"a"}))
+    assert (reason, after.leader, after.isr, after.leader_epoch) == ("Offline", None, ("a",), 4)
+    reason, after = only(plan_leadership([after], {"a", "b", "c"}))
+    assert (reason, after.leader, after.leader_epoch) == ("Online", "a", 5)
+
+
 def test_leadership_returns_to_the_preferred_replica_once_it_is_back_in_the_isr():
     assert plan_leadership([record("b", ("b", "c"))], {"a", "b", "c"}) == []   # a not in sync yet
     reason, after = only(plan_leadership([record("b", ABC)], {"a", "b", "c"}))

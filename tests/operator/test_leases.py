@@ -6,12 +6,14 @@ from datetime import datetime, timedelta, timezone
 
 from stratalog_operator.leases import (
     ADVERTISED_ANNOTATION,
+    REJOINING_ANNOTATION,
     SHUTTING_DOWN_ANNOTATION,
     alive_logdirs,
     duration_seconds,
     expired,
     lease_body,
     lease_name,
+    rejoining,
     renewal,
     shutting_down,
 )
@@ -55,9 +57,19 @@ def test_alive_logdirs_are_those_with_a_current_lease():
 def test_an_agent_in_controlled_shutdown_says_so_on_its_lease_and_a_later_renewal_clears_it():
     body = lease_body("dir-a", "ns", "a", 9000, T0, None)
     leaving = renewal("a", 9000, T0, None, leaving=True)["metadata"]["annotations"]
-    assert leaving == {SHUTTING_DOWN_ANNOTATION: "true"}
+    assert leaving == {SHUTTING_DOWN_ANNOTATION: "true", REJOINING_ANNOTATION: None}
     marked = {**body, "metadata": {**body["metadata"], "annotations": leaving}}
     assert shutting_down([marked, lease_body("dir-b", "ns", "b", 9000, T0, None)]) == {"dir-a"}
     # A merge patch's null removes the mark a previous process of this agent left.
     assert renewal("a", 9000, T0, "http://h:1")["metadata"]["annotations"] == {
-        SHUTTING_DOWN_ANNOTATION: None, ADVERTISED_ANNOTATION: "http://h:1"}
+        SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: None, ADVERTISED_ANNOTATION: "http://h:1"}
+
+
+def test_a_restarted_agent_says_it_is_rejoining_from_its_first_write_until_it_clears_the_mark():
+    created = lease_body("dir-a", "ns", "a", 9000, T0, None, rejoining=True)
+    assert created["metadata"]["annotations"] == {REJOINING_ANNOTATION: "true"}
+    renewed = renewal("a", 9000, T0, None, rejoining=True)["metadata"]["annotations"]
+    assert renewed == {SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: "true"}
+    assert rejoining([created, lease_body("dir-b", "ns", "b", 9000, T0, None)]) == {"dir-a"}
+    assert shutting_down([created]) == set()
+    assert lease_body("dir-a", "ns", "a", 9000, T0, None)["metadata"]["annotations"] == {}

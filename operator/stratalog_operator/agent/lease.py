@@ -10,6 +10,12 @@ moved every leadership away, and the records saying so may not have reached this
 each renewal after a lapse (and the first one) opens a new *registration*, and the agent may not
 lead until it has read the partition records afresh under it (``confirm``), as a Kafka broker
 that lost its session is unfenced only after it has caught up with the metadata log.
+
+A new process starts *rejoining* (``rejoining``): it may have crashed and lost its unflushed tail
+so fast that its Lease never lapsed, and the records may still name it leader at its old leader
+epoch, at which followers would truncate to its shorter log. The Lease says so, the controller
+moves its leaderships and ISR places away, and until the agent has seen that (``rejoined``) it
+leads nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class AgentLease:
         self.registration = 0          # moves with each renewal after a lapse
         self._confirmed = -1           # the registration under which the records were last read
         self.leaving = False           # in a controlled shutdown: said with every renewal from now on
+        self.rejoining = False         # restarted, its old leaderships not yet moved: said likewise
         self.renewals = 0
         self.failures = 0
         self._stop = threading.Event()
@@ -64,10 +71,12 @@ class AgentLease:
         try:
             if not self._exists and self.kube.get("Lease", self.namespace, self.name) is None:
                 self.kube.create("Lease", self.namespace, lease_body(
-                    self.logdir, self.namespace, self.holder, self.session_timeout_ms, self._now(), self.advertised_url))
+                    self.logdir, self.namespace, self.holder, self.session_timeout_ms, self._now(), self.advertised_url,
+                    rejoining=self.rejoining))
             else:
                 self.kube.patch("Lease", self.namespace, self.name, renewal(
-                    self.holder, self.session_timeout_ms, self._now(), self.advertised_url, leaving=self.leaving))
+                    self.holder, self.session_timeout_ms, self._now(), self.advertised_url, leaving=self.leaving,
+                    rejoining=self.rejoining))
         except Exception as error:  # noqa: BLE001 - any failure is a missed heartbeat; keep trying
             self.failures += 1
             self._exists = False
@@ -88,12 +97,17 @@ class AgentLease:
     def may_lead(self) -> bool:
         last = self._last_renewal_sent
         return (last is not None and (self._monotonic() - last) * 1000 < self.session_timeout_ms
-                and self._confirmed == self.registration)
+                and self._confirmed == self.registration and not self.rejoining)
 
     def leave(self) -> bool:
         """Start a controlled shutdown: mark the Lease so the controller moves this agent's leaderships."""
         self.leaving = True
         return self.renew_once()
+
+    def rejoined(self) -> None:
+        """The records no longer name this agent leader, nor in-sync: clear the mark at once."""
+        self.rejoining = False
+        self.renew_once()
 
     def confirm(self, registration: int) -> None:
         """The partition records were read afresh after ``registration`` began: leading may resume."""

@@ -31,7 +31,7 @@ from stratalog.common.names import TopicPartition
 from ..controller.leadership import CAS_ATTEMPTS
 from ..election import records_of, render_records
 from ..kube import ApiError, Kube
-from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, shutting_down
+from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, rejoining, shutting_down
 from ..names import is_paused, is_unmanaged
 from ..replica_records import advertised_urls, alter_isr, broker_id, engine_state
 from .lease import AgentLease
@@ -99,8 +99,11 @@ class Registrations(Protocol):
     """The agent's Lease, as the driver sees it (``AgentLease``)."""
 
     registration: int
+    rejoining: bool
 
     def confirm(self, registration: int) -> None: ...
+
+    def rejoined(self) -> None: ...
 
 
 class ReplicaDriver:
@@ -128,19 +131,14 @@ class ReplicaDriver:
     def read_leases(self) -> None:
         leases = self.kube.list("Lease", self.namespace, label_selector=AGENT_LEASE_SELECTOR)
         # Eligible for the ISR: a live Lease and not in a controlled shutdown (KIP-841).
-        self.alive = alive_logdirs(leases, datetime.now(timezone.utc)) - shutting_down(leases)
+        self.alive = (alive_logdirs(leases, datetime.now(timezone.utc)) - shutting_down(leases)
+                      - rejoining(leases))
         self.endpoints = {broker_id(n): url for n, url in advertised_urls(leases).items()}
 
     def leading(self, bodies: list[Json]) -> list[TopicPartition]:
         """The partitions whose records in ``bodies`` name this LogDir their leader."""
-        out = []
-        for body in bodies:
-            meta = body.get("metadata") or {}
-            if is_paused(meta) or is_unmanaged(meta) or meta.get("deletionTimestamp"):
-                continue   # the controller moves nothing there: waiting on it would only time out
-            name = effective_name(body)
-            out += [TopicPartition(name, r.partition) for r in records_of(body).values() if r.leader == self.logdir]
-        return out
+        return [TopicPartition(effective_name(body), r.partition) for body in _managed(bodies)
+                for r in records_of(body).values() if r.leader == self.logdir]
 
     def controlled_shutdown(self, lease: AgentLease, timeout_s: float) -> list[TopicPartition]:
         """Kafka's controlled shutdown: ask the controller to move every leadership away and wait
@@ -166,7 +164,8 @@ class ReplicaDriver:
         ``listed``: Topics the caller has just listed from the API (they count as a fresh read).
         """
         registration = self.lease.registration
-        fresh = listed is not None or registration != self._confirmed
+        # Rejoining, too, reads the records afresh: the watch may not run yet, and they must show the move.
+        fresh = listed is not None or registration != self._confirmed or self.lease.rejoining
         self.read_leases()
         if listed is not None:
             bodies = listed
@@ -205,7 +204,26 @@ class ReplicaDriver:
         if fresh:
             self.lease.confirm(registration)
             self._confirmed = registration
+        if self.lease.rejoining and not self._held(bodies):
+            self.lease.rejoined()
+            logger.info("LogDir %s: rejoined: its earlier leaderships and ISR places have moved; it follows "
+                        "until it is in sync again", self.logdir)
         return applied
+
+    def _held(self, bodies: list[Json]) -> list[TopicPartition]:
+        """The partitions whose records still name this LogDir leader, or in sync under a leader."""
+        return [TopicPartition(effective_name(body), r.partition) for body in _managed(bodies)
+                for r in records_of(body).values()
+                if r.leader == self.logdir or (r.leader is not None and self.logdir in r.isr)]
+
+    def serving(self) -> bool:
+        """Rejoined, and no record that counts this LogDir in sync is left without a leader (read now)."""
+        if self.lease.rejoining:
+            return False
+        bodies = self.kube.list("Topic", self.namespace)
+        self.sync_once(bodies)
+        return not any(r.leader is None and self.logdir in r.isr
+                       for body in _managed(bodies) for r in records_of(body).values())
 
     def _current(self, tp: TopicPartition, state: PartitionState) -> bool:
         """Whether the engine already acts on ``state`` (and follows the leader at its address)."""
@@ -238,3 +256,10 @@ class ReplicaDriver:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def _managed(bodies: list[Json]) -> list[Json]:
+    """The Topics whose records the controller keeps (not paused, unmanaged or being deleted):
+    waiting on a move anywhere else would only time out."""
+    return [body for body in bodies if not (is_paused(meta := body.get("metadata") or {}) or is_unmanaged(meta)
+                                            or meta.get("deletionTimestamp"))]

@@ -46,6 +46,10 @@ __all__ = ["AgentRunOptions", "run_agent", "main"]
 
 logger = logging.getLogger("stratalog.agent")
 
+# How long a restarted agent waits, at least, for the controller to move what it led before it
+# reports ready anyway (still leading nothing until the move is seen).
+REJOIN_WAIT_S = 15.0
+
 
 @dataclass(frozen=True)
 class AgentRunOptions:
@@ -125,6 +129,7 @@ async def run_agent(options: AgentRunOptions) -> int:
                            session_timeout_ms=options.broker_session_timeout_ms,
                            heartbeat_interval_ms=options.broker_heartbeat_interval_ms,
                            advertised_url=advertised)
+        lease.rejoining = True   # a new process leads nothing it led before until the controller has moved it
         await loop.run_in_executor(None, lease.start)
         agent = Agent(kube, engine, AgentSettings(
             options.logdir, options.namespace,
@@ -141,6 +146,17 @@ async def run_agent(options: AgentRunOptions) -> int:
         except Exception as error:  # noqa: BLE001
             logger.warning("LogDir %s: first replica sync failed (retried every second): %s", options.logdir, error)
         driver.start()
+        # Ready once rejoined and every partition it is in sync for has a leader again, so clients
+        # sent here right after a restart are not refused; bounded, as without a controller
+        # nothing moves (the driver's rounds finish the rejoining whenever it comes).
+        deadline = loop.time() + max(REJOIN_WAIT_S, 3 * options.broker_session_timeout_ms / 1000)
+        while not stop.is_set() and loop.time() < deadline:
+            try:
+                if await loop.run_in_executor(None, driver.serving):
+                    break
+            except Exception as error:  # noqa: BLE001 - the API is away: wait as for the controller
+                logger.warning("LogDir %s: rejoining: %s", options.logdir, error)
+            await asyncio.sleep(0.2)
         state.started = True
         tick = max(0.5, min(options.status_min_interval, 10.0))
         runtime = AgentRuntime(agent, metrics, Intervals.from_engine(agent, tick))

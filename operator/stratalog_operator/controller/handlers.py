@@ -27,7 +27,7 @@ import kopf
 
 from ..children import AgentOptions
 from ..kube import Kube
-from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, shutting_down
+from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, rejoining, shutting_down
 from ..metrics import OperatorMetrics
 from ..names import GROUP, LABEL_LOGDIR, LABEL_MANAGED_BY, LOGDIRS, TOPICS, VERSION, is_paused, is_unmanaged
 from ..outcome import Outcome
@@ -249,11 +249,12 @@ class Controller:
                 continue  # no agent here keeps a Lease: nothing to judge liveness by
             alive = alive_logdirs(leases, now)
             leaving = shutting_down(leases) & alive
+            restarted = rejoining(leases) & alive
             for body in self._in(self.topics, namespace):
                 meta = body["metadata"]
                 if is_paused(meta) or is_unmanaged(meta) or meta.get("deletionTimestamp"):
                     continue
-                for election in elect_topic(self.kube, body, alive, leaving=leaving):
+                for election in elect_topic(self.kube, body, alive, leaving=leaving, restarted=restarted):
                     self.metrics.elections.labels(election.reason).inc()
                     post_election_event(self.kube, body, election, now)
                     changed += 1

@@ -51,7 +51,7 @@ def _unclean(topic: Mapping[str, Any]) -> bool:
 
 
 def elect_topic(kube: Kube, topic: Mapping[str, Any], alive: Set[str], *,
-                leaving: Set[str] = frozenset()) -> list[Election]:
+                leaving: Set[str] = frozenset(), restarted: Set[str] = frozenset()) -> list[Election]:
     """Decide and write one Topic's leaderships; the elections made (empty when nothing changed)."""
     body: Mapping[str, Any] | None = topic
     meta = topic["metadata"]
@@ -67,7 +67,8 @@ def elect_topic(kube: Kube, topic: Mapping[str, Any], alive: Set[str], *,
         changes = plan_reassignments(records.values(), targets(assignment))
         for change in changes:
             records[change.after.partition] = change.after
-        elections = plan_leadership(records.values(), alive, leaving=leaving, unclean=_unclean(body))
+        elections = plan_leadership(records.values(), alive, leaving=leaving, restarted=restarted,
+                                    unclean=_unclean(body))
         for change in elections:
             records[change.after.partition] = change.after
         changes += elections
