@@ -79,6 +79,11 @@ class Role:
         try:
             return self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
+            # A hung stop: have it print every thread's stack to its log (faulthandler), then kill it.
+            self.proc.send_signal(signal.SIGUSR2)   # an agent logs its asyncio tasks
+            time.sleep(0.5)
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
             self.proc.kill()
             return self.proc.wait(timeout=30)
 

@@ -289,6 +289,17 @@ def bed(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> 
             role.stop()
 
 
+@pytest.fixture(autouse=True)
+def every_role_up(request: pytest.FixtureRequest) -> None:
+    """Each test starts with the controller and every agent running: one test's failure (an agent
+    it stopped and never restarted) must not fail the tests after it."""
+    if "bed" in request.fixturenames:
+        bed: Bed = request.getfixturevalue("bed")
+        for role in (bed.operator, *bed.agents.values()):
+            if not role.alive():
+                role.start()
+
+
 def check_replicas(bed: Bed, workload: Workload, when: str) -> dict[int, dict[int, bytes]]:
     """The three replicas of every partition are byte-identical and hold every acknowledged record."""
     finals = {}

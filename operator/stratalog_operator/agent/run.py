@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import os
 import signal
@@ -49,6 +50,11 @@ logger = logging.getLogger("stratalog.agent")
 # How long a restarted agent waits, at least, for the controller to move what it led before it
 # reports ready anyway (still leading nothing until the move is seen).
 REJOIN_WAIT_S = 15.0
+# How long kopf may take to stop its handlers and timers before the agent shuts down without it.
+KOPF_STOP_TIMEOUT_S = 20.0
+# After that and this, a stop still under way logs every thread's stack (the controlled shutdown,
+# 15 s by default, and the engine's clean close come after kopf's stop).
+STOP_DIAGNOSIS_AFTER_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -114,8 +120,10 @@ async def run_agent(options: AgentRunOptions) -> int:
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGUSR2, _log_tasks)   # where each coroutine waits (SIGUSR1: threads)
     runtime: AgentRuntime | None = None
     lease: AgentLease | None = None
+    abandoned = False   # kopf did not stop in time: its tasks would keep the loop from closing
     status = 0
     driver: ReplicaDriver | None = None
     try:
@@ -163,17 +171,12 @@ async def run_agent(options: AgentRunOptions) -> int:
         registry = SmartOperatorRegistry()
         runtime.register(registry)
         if not stop.is_set():   # a signal during recovery: the start finished, now just stop
-            # From here kopf handles SIGTERM / SIGINT itself (it replaces handlers set here) and
-            # returns once its handlers and timers are stopped; no stop_flag, whose waiter kopf
-            # would count as a hung task and wait 5 s for.
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(signum)
-            await kopf.operator(registry=registry, settings=settings_for(options), standalone=True,
-                                namespaces=[options.namespace])
+            abandoned = not await _run_kopf(registry, settings_for(options), options.namespace, stop)
     except Exception as error:
         logger.error("LogDir %s: cannot run: %s", options.logdir, error)
         status = 1
     finally:
+        logger.info("LogDir %s: stopping", options.logdir)
         if driver is not None and lease is not None and status == 0 and options.controlled_shutdown_timeout_ms > 0:
             # Still serving: followers keep fetching and clients are sent to the new leaders.
             try:
@@ -202,7 +205,52 @@ async def run_agent(options: AgentRunOptions) -> int:
             status = max(status, report.log(logger))
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        faulthandler.cancel_dump_traceback_later()
+        if abandoned:
+            logging.shutdown()
+            os._exit(status)
     return status
+
+
+async def _run_kopf(registry: SmartOperatorRegistry, settings: kopf.OperatorSettings, namespace: str,
+                    stop: asyncio.Event) -> bool:
+    """kopf's handlers and timers until ``stop`` is set (or kopf ends); whether kopf stopped in time.
+
+    kopf takes SIGTERM and SIGINT for itself when its tasks are spawned; they are taken back at
+    once, so every stop goes through ``stop`` (kopf's stop flag) and the agent knows when it began.
+    kopf's own stop has no time limit, and once (in CI) it never ended: after KOPF_STOP_TIMEOUT_S
+    the agent logs where kopf's tasks wait and goes on with its own shutdown without it.
+    """
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.ensure_future(stop.wait())
+    existing = asyncio.all_tasks()   # not kopf's: it neither waits for them nor cancels them
+    tasks = await kopf.spawn_tasks(registry=registry, settings=settings, standalone=True,
+                                   namespaces=[namespace], stop_flag=stop)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    running = asyncio.ensure_future(kopf.run_tasks(tasks, ignored=existing))
+    await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    # Should the whole stop hang anyway (ours included), every thread's stack goes to the log.
+    faulthandler.dump_traceback_later(KOPF_STOP_TIMEOUT_S + STOP_DIAGNOSIS_AFTER_S, exit=False)
+    if not running.done():
+        await asyncio.wait({running}, timeout=KOPF_STOP_TIMEOUT_S)
+    if not running.done():
+        logger.warning("kopf did not stop within %gs of the stop signal; shutting down without it. "
+                       "Its tasks:", KOPF_STOP_TIMEOUT_S)
+        _log_tasks()
+        return False
+    running.result()   # kopf's own failure is the agent's
+    return True
+
+
+def _log_tasks() -> None:
+    """Every asyncio task with the line it waits on: how to see which task a stop waits for."""
+    for task in asyncio.all_tasks():
+        frames = task.get_stack()[-4:]   # oldest first: the last is where it waits
+        where = " -> ".join(f"{f.f_code.co_name} ({f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno})"
+                            for f in frames)
+        logger.warning("task %s: %s", task.get_name(), where or "(not started or done)")
 
 
 def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Agent,
@@ -237,4 +285,6 @@ def main(options: AgentRunOptions, *, log_level: str = "INFO") -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if log_level != "DEBUG":   # kopf logs every handler and timer run at INFO
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # `kill -USR1` prints every thread's stack to the log: how to see where a stop hangs.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     return asyncio.run(run_agent(options))

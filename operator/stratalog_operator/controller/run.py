@@ -9,7 +9,9 @@ peering for other layouts.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -83,4 +85,6 @@ def main(options: OperatorOptions, *, log_level: str = "INFO") -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if log_level != "DEBUG":   # kopf logs every handler run at INFO
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # `kill -USR1` prints every thread's stack to the log: how to see where a stop hangs.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     return asyncio.run(run_operator(options))
