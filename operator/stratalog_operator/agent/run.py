@@ -218,8 +218,9 @@ async def _run_kopf(registry: SmartOperatorRegistry, settings: kopf.OperatorSett
 
     kopf takes SIGTERM and SIGINT for itself when its tasks are spawned; they are taken back at
     once, so every stop goes through ``stop`` (kopf's stop flag) and the agent knows when it began.
-    kopf's own stop has no time limit, and once (in CI) it never ended: after KOPF_STOP_TIMEOUT_S
-    the agent logs where kopf's tasks wait and goes on with its own shutdown without it.
+    kopf's own stop has no time limit (and CI twice saw an agent's stop never end after kopf's
+    "Operator is stopping", cause unknown): after KOPF_STOP_TIMEOUT_S the agent logs where kopf's
+    tasks wait and goes on with its own shutdown without it.
     """
     loop = asyncio.get_running_loop()
     stopping = asyncio.ensure_future(stop.wait())
