@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 STRATALOG = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())"]
 _API = re.compile(r"API on (http://[^\s]+)")
@@ -170,14 +171,25 @@ class Agent(Role):
         return requests.get(f"{self.base}/metrics", timeout=5).text
 
 
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples(metrics_text: str) -> Samples:
+    """A Prometheus text page as {(sample name, sorted labels): value} (prometheus_client's parser)."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(metrics_text) for s in family.samples}
+
+
+def api_writes(metrics_text: str, prefix: str) -> Samples:
+    """``<prefix>_api_writes_total`` by labels, Lease renewals aside (an agent's heartbeat writes by
+    design; the issue's "flat at rest" excludes them)."""
+    return {k: v for k, v in samples(metrics_text).items()
+            if k[0] == f"{prefix}_api_writes_total" and ("kind", "Lease") not in k[1]}
+
+
 def writes_total(metrics_text: str, prefix: str) -> float:
-    """Sum of ``<prefix>_api_writes_total`` samples in a Prometheus text page, Lease renewals aside
-    (an agent's heartbeat writes by design; the issue's "flat at rest" excludes them)."""
-    total = 0.0
-    for line in metrics_text.splitlines():
-        if line.startswith(f"{prefix}_api_writes_total{{") and 'kind="Lease"' not in line:
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    """All of ``api_writes``: the API writes of one role, Lease renewals aside."""
+    return sum(api_writes(metrics_text, prefix).values())
 
 
 def logdir_manifests(names: Sequence[str]) -> list[str]:
@@ -188,8 +200,7 @@ def logdir_manifests(names: Sequence[str]) -> list[str]:
 
 def conflicts_total(metrics_text: str, prefix: str) -> float:
     """Sum of ``<prefix>_api_conflicts_total`` samples: writes the API server refused with 409."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
-               if line.startswith(f"{prefix}_api_conflicts_total{{"))
+    return sum(v for (name, _), v in samples(metrics_text).items() if name == f"{prefix}_api_conflicts_total")
 
 
 def kubectl_json(cluster: Any, *args: str) -> Any:

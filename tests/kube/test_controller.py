@@ -24,12 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from stratalog_operator.properties import digest
 
 from .conftest import REPO, KubeCluster
-from .roles import free_port
+from .roles import Samples, free_port, samples
 
 STRATALOG = Path(sys.executable).with_name("stratalog")
 EXAMPLES = REPO / "examples"
@@ -221,11 +220,9 @@ class Operator:
         return "\n".join(f"--- run {n}\n" + (self.logs / f"operator-{n}.log").read_text(errors="replace")
                          for n in range(1, self.runs + 1))
 
-    def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    def samples(self) -> Samples:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for family in text_string_to_metric_families(text) for s in family.samples}
+            return samples(r.read().decode())
 
     def writes(self) -> float:
         return sum(v for (name, _), v in self.samples().items() if name == "stratalog_operator_api_writes_total")

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from .conftest import KubeCluster
-from .roles import Agent, Operator, conflicts_total, kubectl_json, logdir_manifests, wait_for, writes_total
+from .roles import (Agent, Operator, api_writes, conflicts_total, kubectl_json, logdir_manifests, wait_for,
+                    writes_total)
 
 NS = "scale"
 TOPICS = 200
@@ -93,13 +94,10 @@ def test_two_hundred_topics_converge_and_a_quiet_cluster_writes_nothing(
 
     def labelled_writes() -> dict[str, float]:
         """Every role's write counters by verb and kind (Leases aside), to name a write at rest."""
-        out = {}
-        for role, text in [("operator", operator.metrics()), *((n, a.metrics()) for n, a in agents.items())]:
-            for line in text.splitlines():
-                if "_api_writes_total{" in line and 'kind="Lease"' not in line:
-                    name, value = line.rsplit(" ", 1)
-                    out[f"{role} {name.split('{', 1)[1]}"] = float(value)
-        return out
+        pages = [("operator", operator.metrics(), "stratalog_operator"),
+                 *((n, a.metrics(), "stratalog_agent") for n, a in agents.items())]
+        return {f"{role} {dict(labels)}": value for role, text, prefix in pages
+                for (_, labels), value in api_writes(text, prefix).items()}
 
     def writes() -> dict[str, float]:
         return {"operator": writes_total(operator.metrics(), "stratalog_operator"),
