@@ -300,14 +300,14 @@ def every_role_up(request: pytest.FixtureRequest) -> None:
                 role.start()
 
 
-def check_replicas(bed: Bed, workload: Workload, when: str) -> dict[int, dict[int, bytes]]:
+def check_replicas(bed: Bed, acked: dict[tuple[int, int], bytes], when: str) -> dict[int, dict[int, bytes]]:
     """The three replicas of every partition are byte-identical and hold every acknowledged record."""
     finals = {}
     for p in range(PARTITIONS):
         logs = {d: bed.log_bytes(d, p) for d in LOGDIRS}
         assert len(set(logs.values())) == 1, f"{when}: the replicas of partition {p} differ"
         finals[p] = dict(records_of(logs[LOGDIRS[0]]))
-    lost = {k: v for k, v in workload.acked.items() if finals[k[0]].get(k[1]) != v}
+    lost = {k: v for k, v in acked.items() if finals[k[0]].get(k[1]) != v}
     assert not lost, f"{when}: acknowledged records lost or moved: {sorted(lost.items())[:5]}"
     return finals
 
@@ -405,12 +405,12 @@ def test_acknowledged_records_survive(bed, fault):
             workload.pause()
             wait_for(f"trial {trial}: {victim} back in every ISR, one log end everywhere", bed.settled,
                      timeout=90, logs=bed.logs)
-            check_replicas(bed, workload, f"trial {trial}")
+            check_replicas(bed, workload.acked, f"trial {trial}")
             workload.resume()
     finally:
         workload.stop()
     wait_for("the last records replicated", bed.settled, timeout=90, logs=bed.logs)
-    finals = check_replicas(bed, workload, "at the end")
+    finals = check_replicas(bed, workload.acked, "at the end")
     phantom = {k: v for k, v in workload.read.items() if finals[k[0]].get(k[1]) != v}
     assert not phantom, f"a consumer read records that are not in the final log: {sorted(phantom.items())[:5]}"
     assert len(workload.acked) > 10 * TRIALS and workload.read, (len(workload.acked), workload.errors)
@@ -444,7 +444,7 @@ def test_a_rolling_controlled_shutdown_under_load_fails_no_produce(bed):
         workload.stop()
     assert not workload.failed, f"produces failed after retries: {workload.failed[:5]} ({workload.errors})"
     wait_for("the last records replicated", bed.settled, timeout=90, logs=bed.logs)
-    check_replicas(bed, workload, "after the rolling restart")
+    check_replicas(bed, workload.acked, "after the rolling restart")
     # Leadership went back to each partition's first replica once it was in sync again.
     wait_for("the preferred replicas leading", lambda: all(r["leader"] == r["replicas"][0]
                                                            for r in bed.records().values()), logs=bed.logs)
@@ -502,7 +502,7 @@ def test_a_spark_stream_given_every_agent_reads_each_acknowledged_record_once_ac
     assert {k for k, v in got.items() if len(v) > 1} == set(), "records streamed twice"
     assert all(got[k] == [v] for k, v in workload.acked.items())
     wait_for(f"{victim} back in every ISR, one log end everywhere", bed.settled, timeout=90, logs=bed.logs)
-    finals = check_replicas(bed, workload, "after the stream's failover")
+    finals = check_replicas(bed, workload.acked, "after the stream's failover")
     phantom = {k: v for k, v in got.items() if finals[k[0]].get(k[1]) != v[0]}
     assert not phantom, f"the stream read records that are not in the final log: {sorted(phantom.items())[:5]}"
     assert len(workload.acked) > 50 and led, (len(workload.acked), led)
@@ -580,16 +580,16 @@ def test_a_leader_back_within_its_session_after_losing_its_unflushed_tail_loses_
     records = bed.records()
     victim: str = records[0]["leader"]
     agent = bed.agents[victim]
-    workload = Workload(bed)   # not started: it only keeps the acknowledged records for check_replicas
+    acked: dict[tuple[int, int], bytes] = {}
     for i in range(20):
         value = b"tail-%02d" % i
         reply = requests.post(f"{agent.base}/v1/topics/{TOPIC}/partitions/0/records", data=kafka_batch([(b"k", value)]),
                               params={"acks": "all"}, headers={"Content-Type": "application/vnd.kafka.record-batch"},
                               timeout=30)
         assert reply.status_code == 200, reply.text
-        workload.acked[(0, reply.json()["baseOffset"])] = value
+        acked[(0, reply.json()["baseOffset"])] = value
     wait_for("the records on every replica", bed.settled, timeout=60, logs=bed.logs)
-    lost_from = sorted(o for _, o in workload.acked)[10]
+    lost_from = sorted(o for _, o in acked)[10]
     assert bed.operator.proc is not None
     bed.operator.proc.send_signal(signal.SIGSTOP)
     try:
@@ -610,7 +610,7 @@ def test_a_leader_back_within_its_session_after_losing_its_unflushed_tail_loses_
     moved = bed.records()[0]
     assert moved["leader"] != victim or moved["leaderEpoch"] > records[0]["leaderEpoch"], moved
     wait_for(f"{victim} caught up and back in every ISR", bed.settled, timeout=90, logs=bed.logs)
-    check_replicas(bed, workload, "after the leader's power loss")
+    check_replicas(bed, acked, "after the leader's power loss")
     assert 'stratalog_operator_partition_elections_total{reason="LeaderRestarted"}' in bed.operator.metrics()
 
 
