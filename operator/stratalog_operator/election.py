@@ -94,8 +94,9 @@ def _bump(record: PartitionRecord, *, leader: str | None, isr: Iterable[str], ne
                    partition_epoch=record.partition_epoch + 1)
 
 
-def _plan_one(record: PartitionRecord, alive: Set[str], leaving: Set[str], unclean: bool,
+def _plan_one(record: PartitionRecord, alive: Set[str], leaving: Set[str], restarted: Set[str], unclean: bool,
               rebalance: bool) -> Election | None:
+    leaving = set(leaving) | set(restarted)   # a restarted agent hands over as a leaving one does
     usable = {r for r in record.replicas if r in alive and r not in leaving}
     leader = record.leader
     if leader is not None and leader in usable:
@@ -113,7 +114,8 @@ def _plan_one(record: PartitionRecord, alive: Set[str], leaving: Set[str], uncle
     if candidates:
         isr = [r for r in record.isr if r in alive]   # a leaving leader is out of the ISR too
         isr = [r for r in isr if r not in leaving or r == candidates[0]]
-        reason = "Online" if leader is None else ("ControlledShutdown" if leader in leaving else "LeaderLost")
+        reason = ("Online" if leader is None else "LeaderRestarted" if leader in restarted
+                  else "ControlledShutdown" if leader in leaving else "LeaderLost")
         return Election(record, _bump(record, leader=candidates[0], isr=isr, new_leader_epoch=True), reason)
     if unclean:
         outsiders = [r for r in record.replicas if r in usable]
@@ -133,9 +135,7 @@ def plan_leadership(records: Iterable[PartitionRecord], alive: Set[str], *, leav
     just restarted (``restarted``: handled as leaving, under a reason of their own)."""
     changes = []
     for record in records:
-        election = _plan_one(record, alive, set(leaving) | set(restarted), unclean, rebalance)
+        election = _plan_one(record, alive, leaving, restarted, unclean, rebalance)
         if election is not None:
-            if election.reason == "ControlledShutdown" and record.leader in restarted:
-                election = replace(election, reason="LeaderRestarted")
             changes.append(election)
     return changes
