@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -29,7 +29,7 @@ from stratalog.common.errors import IneligibleReplicaError, UnknownTopicOrPartit
 from stratalog.common.names import TopicPartition
 
 from ..controller.leadership import CAS_ATTEMPTS
-from ..election import records_of, render_records
+from ..election import PartitionRecord, records_of, render_records
 from ..kube import ApiError, Kube
 from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, rejoining, shutting_down
 from ..names import is_paused, is_unmanaged
@@ -137,8 +137,7 @@ class ReplicaDriver:
 
     def leading(self, bodies: list[Json]) -> list[TopicPartition]:
         """The partitions whose records in ``bodies`` name this LogDir their leader."""
-        return [TopicPartition(effective_name(body), r.partition) for body in _managed(bodies)
-                for r in records_of(body).values() if r.leader == self.logdir]
+        return [tp for tp, r in _managed_records(bodies) if r.leader == self.logdir]
 
     def controlled_shutdown(self, lease: AgentLease, timeout_s: float) -> list[TopicPartition]:
         """Kafka's controlled shutdown: ask the controller to move every leadership away and wait
@@ -212,8 +211,7 @@ class ReplicaDriver:
 
     def _held(self, bodies: list[Json]) -> list[TopicPartition]:
         """The partitions whose records still name this LogDir leader, or in sync under a leader."""
-        return [TopicPartition(effective_name(body), r.partition) for body in _managed(bodies)
-                for r in records_of(body).values()
+        return [tp for tp, r in _managed_records(bodies)
                 if r.leader == self.logdir or (r.leader is not None and self.logdir in r.isr)]
 
     def serving(self) -> bool:
@@ -222,8 +220,7 @@ class ReplicaDriver:
             return False
         bodies = self.kube.list("Topic", self.namespace)
         self.sync_once(bodies)
-        return not any(r.leader is None and self.logdir in r.isr
-                       for body in _managed(bodies) for r in records_of(body).values())
+        return not any(r.leader is None and self.logdir in r.isr for _, r in _managed_records(bodies))
 
     def _current(self, tp: TopicPartition, state: PartitionState) -> bool:
         """Whether the engine already acts on ``state`` (and follows the leader at its address)."""
@@ -258,8 +255,13 @@ class ReplicaDriver:
             self._thread.join(timeout=10)
 
 
-def _managed(bodies: list[Json]) -> list[Json]:
-    """The Topics whose records the controller keeps (not paused, unmanaged or being deleted):
-    waiting on a move anywhere else would only time out."""
-    return [body for body in bodies if not (is_paused(meta := body.get("metadata") or {}) or is_unmanaged(meta)
-                                            or meta.get("deletionTimestamp"))]
+def _managed_records(bodies: list[Json]) -> Iterator[tuple[TopicPartition, PartitionRecord]]:
+    """The partition records of the Topics the controller keeps (not paused, unmanaged or being
+    deleted): waiting on a move anywhere else would only time out."""
+    for body in bodies:
+        meta = body.get("metadata") or {}
+        if is_paused(meta) or is_unmanaged(meta) or meta.get("deletionTimestamp"):
+            continue
+        name = effective_name(body)
+        for record in records_of(body).values():
+            yield TopicPartition(name, record.partition), record

@@ -164,7 +164,7 @@ async def run_agent(options: AgentRunOptions) -> int:
                     break
             except Exception as error:  # noqa: BLE001 - the API is away: wait as for the controller
                 logger.warning("LogDir %s: rejoining: %s", options.logdir, error)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)   # each look lists Topics and Leases; the controller elects every second
         state.started = True
         tick = max(0.5, min(options.status_min_interval, 10.0))
         runtime = AgentRuntime(agent, metrics, Intervals.from_engine(agent, tick))
