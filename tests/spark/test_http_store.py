@@ -17,7 +17,7 @@ import pytest
 from stratalog.records import iter_batch_infos
 from stratalog_spark.store import data_loss_handler
 from stratalog_spark.store import http as http_store
-from stratalog_spark.store.http import HttpStore, StalledReadError
+from stratalog_spark.store.http import HttpStore, NoEngineAnsweredError, StalledReadError
 
 from server_harness import Server, kafka_batch  # tests/ is on sys.path (its conftest)
 
@@ -91,3 +91,13 @@ def test_a_produce_to_an_engine_that_is_down_goes_to_the_next_listed(server):
     with store.appender() as append:
         assert append("produced", 0, kafka_batch([(b"k", b"v")])) == (0, 0)
     assert server.stats("produced", 0)["logEndOffset"] == 1
+
+
+def test_when_no_listed_engine_answers_the_error_names_the_request_and_the_engines(monkeypatch):
+    monkeypatch.setattr(http_store, "FIND_LEADER_TIMEOUT_S", 0.5)
+    first, second = dead_address(), dead_address()
+    with pytest.raises(NoEngineAnsweredError) as caught:
+        HttpStore(f"{first},{second}").offsets("gone", 0)
+    message = str(caught.value)
+    assert message.startswith("GET /v1/topics/gone/partitions/0: no engine of ")
+    assert first in message and second in message and "Connection refused" in message

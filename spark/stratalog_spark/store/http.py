@@ -53,6 +53,12 @@ class HttpError(StratalogError):
         self.leader_url = leader_url   # with NOT_LEADER_OR_FOLLOWER: where the partition's leader is
 
 
+class NoEngineAnsweredError(StratalogError):
+    """Every listed engine was down, or none could name a reachable leader, until the time ran out."""
+
+    code = "LEADER_NOT_AVAILABLE"
+
+
 class StalledReadError(StratalogError):
     """Offsets that were below the high watermark when planned never came from the leader."""
 
@@ -107,8 +113,13 @@ class HttpStore:
                     if method != "GET" and not _refused(error):
                         raise   # a produce may have landed: not sent again
                     retriable = error
-            if retriable is None or time.monotonic() + backoff > deadline:
-                raise retriable if retriable is not None else AssertionError("no engine listed")
+            if retriable is None:
+                raise AssertionError("no engine listed")   # the constructor refuses an empty url
+            if time.monotonic() + backoff > deadline:
+                # Named here: urllib's own message names neither the request nor the engines.
+                raise NoEngineAnsweredError(
+                    f"{method} {path}: no engine of {self.url} could serve it for {FIND_LEADER_TIMEOUT_S:g}s; "
+                    f"last: {retriable}") from retriable
             time.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
