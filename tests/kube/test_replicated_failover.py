@@ -100,12 +100,18 @@ class Bed:
         return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
 
     def settled(self) -> dict[int, dict[str, Any]] | None:
-        """Every partition led, all three replicas in its ISR, and one log end = HW on all of them."""
+        """Every partition led, all three replicas in its ISR, one log end = HW on all of them, and
+        each leader's engine acting on its record (it answers ListOffsets; before it has applied
+        the record it refuses with 421, as a Kafka broker does before its LeaderAndIsr)."""
         records = self.records()
         if len(records) != PARTITIONS:
             return None
         for p, record in records.items():
-            if record["leader"] is None or len(record["isr"]) != 3:
+            if record.get("leader") is None or len(record["isr"]) != 3:
+                return None
+            leader = self.agents[record["leader"]]
+            if not leader.alive() or requests.get(f"{leader.base}/v1/topics/{TOPIC}/partitions/{p}/offsets",
+                                                  params={"timestamp": -1}, timeout=10).status_code != 200:
                 return None
             marks = {(s["logEndOffset"], s["highWatermark"]) for s in (self.stats(d, p) for d in LOGDIRS)}
             if len(marks) != 1 or len({m for pair in marks for m in pair}) != 1:
