@@ -577,7 +577,8 @@ def test_with_no_isr_member_alive_a_partition_stays_offline_until_unclean_electi
 
 
 def test_a_leader_back_within_its_session_after_losing_its_unflushed_tail_loses_no_acknowledged_record(bed):
-    """A power loss: the leader's agent dies, its log loses the tail only the page cache held, and it
+    """A power loss, simulated (no power can be cut here): SIGKILL, then the active segment cut
+    where the page cache's unwritten tail began. The leader's agent dies, its log loses that tail, and it
     is back before its Lease lapses (the controller, paused meanwhile, never saw it gone). Leading
     on at its old leader epoch, it would make its followers truncate acknowledged records to its
     shorter log; instead it rejoins: the controller moves its leaderships under a new epoch, and it
