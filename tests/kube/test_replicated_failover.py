@@ -540,11 +540,18 @@ def test_with_no_isr_member_alive_a_partition_stays_offline_until_unclean_electi
                                   headers={"Content-Type": "application/vnd.kafka.record-batch"}, timeout=30)
             assert reply.status_code == 200, reply.text
 
+    def leads(logdir: str) -> None:
+        """A Kafka client retries NOT_LEADER until the elected broker has applied the election."""
+        wait_for(f"{logdir} acting as leader", lambda: requests.get(
+            f"{bed.agents[logdir].base}/v1/topics/{topic}/partitions/0/offsets", params={"timestamp": -1},
+            timeout=10).status_code == 200, timeout=30, logs=bed.logs)
+
     apply("false")
     first = wait_for("the two replicas in sync",
                      lambda: (r := record()) and r.get("leader") and len(r["isr"]) == 2 and r, timeout=60,
                      logs=bed.logs)
     leader, follower = first["leader"], next(d for d in first["replicas"] if d != first["leader"])
+    leads(leader)
     produce(leader, [b"both-0", b"both-1"])        # on both replicas
     bed.agents[follower].kill()
     wait_for(f"{follower} out of the ISR", lambda: record()["isr"] == [leader], timeout=60, logs=bed.logs)
@@ -565,6 +572,7 @@ def test_with_no_isr_member_alive_a_partition_stays_offline_until_unclean_electi
                        timeout=60, logs=bed.logs)
     assert unclean["isr"] == [follower] and unclean["leaderEpoch"] == offline["leaderEpoch"] + 1, unclean
     assert 'stratalog_operator_partition_elections_total{reason="Unclean"}' in bed.operator.metrics()
+    leads(follower)
     produce(follower, [b"after-0"])
     bed.agents[leader].start()
     wait_for(f"{leader} truncated and back in the ISR", lambda: len(record()["isr"]) == 2 and len(
@@ -625,6 +633,14 @@ def test_every_dashboard_query_names_metrics_the_agents_and_the_controller_expor
     dashboard = json.loads((REPO / "charts" / "stratalog" / "dashboards" / "stratalog.json").read_text())
     queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
     wanted = {name for q in queries for name in re.findall(r"\b(stratalog_[a-z0-9_]+)\b", q)}
+    # Per-partition series exist once a partition has traffic, so give the agents some: earlier
+    # tests may have restarted every agent since its last produce.
+    workload = Workload(bed)
+    workload.start()
+    try:
+        wait_for("records produced and read", lambda: workload.acked and workload.read, timeout=60, logs=bed.logs)
+    finally:
+        workload.stop()
     exported = set()
     for text in [bed.operator.metrics(), *(a.metrics() for a in bed.agents.values())]:
         exported |= {m.group(0) for line in text.splitlines() if not line.startswith("#")
