@@ -260,6 +260,32 @@ def test_the_filthiest_log_is_cleaned_first(tmp_path):
     manager.close()
 
 
+def test_the_cleaner_stops_at_an_open_transaction_whose_records_may_yet_abort(tmp_path):
+    """Kafka cleans only below the last stable offset: had the open transaction's ``a`` hidden the committed
+    one and then aborted, key ``a`` would be gone."""
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    log.append_raw(build_batch([Record(0, clock.now, b"a", b"committed")], base_offset=0))
+    log.append_raw(build_batch([Record(1, clock.now, b"a", b"open")], base_offset=1, producer_id=9,
+                               producer_epoch=0, base_sequence=0, is_transactional=True))
+    for offset in range(2, 40):
+        log.append_raw(build_batch([Record(offset, clock.now, b"b%d" % (offset % 3), b"x" * 100)],
+                                   base_offset=offset))
+    log.roll()
+    LogCleaner(manager).run_pass(force=True)
+    assert (0, b"a", b"committed") in on_disk(log.dir)
+    log.append_raw(build_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=9, producer_epoch=0,
+                                              coordinator_epoch=0, base_offset=log.log_end_offset,
+                                              timestamp=clock.now))
+    log.roll()
+    LogCleaner(manager).run_pass(force=True)
+    kept = on_disk(log.dir)
+    assert (0, b"a", b"committed") in kept and not any(value == b"open" for _, _, value in kept), kept
+    manager.close()
+
+
 def test_aborted_transactions_are_removed_and_their_markers_go_after_the_horizon(tmp_path):
     clock = Clock()
     manager = open_manager(tmp_path, clock)

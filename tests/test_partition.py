@@ -26,6 +26,7 @@ from stratalog.common.errors import (
 )
 from stratalog.records import Record, build_batch, decode_records, iter_batch_infos
 from stratalog.server.replication import ControllerClient
+from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.log import Log
 
 # -- seed 004 ------------------------------------------------------------------------------------
@@ -56,7 +57,7 @@ def old_rule_restart(log: Log) -> None:
 
 def log_values(log: Log) -> list[bytes | None]:
     """Every record in the log, committed or not (up to the log end)."""
-    data = log.read(log.log_start_offset, 1 << 30, up_to_log_end=True).data
+    data = log.read(log.log_start_offset, 1 << 30, isolation=FetchIsolation.LOG_END).data
     return [r.value for _, batch in _batches(data) for r in decode_records(batch)]
 
 

@@ -37,6 +37,7 @@ from stratalog.common.errors import (
     StratalogError,
     UnknownLeaderEpochError,
 )
+from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.log import AppendInfo, Log
 
 logger = logging.getLogger(__name__)
@@ -252,7 +253,8 @@ class Partition:
             self.pending_isr = proposal[1]   # counts for the HW at once; committed or not, cleared after
         self._maybe_advance_high_watermark()
         # No budget left in a many-partition fetch: marks only (the fetch still counts as the follower's ack).
-        read = log.read(fetch.fetch_offset, fetch.max_bytes, up_to_log_end=True, min_one_message=fetch.max_bytes > 0)
+        read = log.read(fetch.fetch_offset, fetch.max_bytes, isolation=FetchIsolation.LOG_END,
+                        min_one_message=fetch.max_bytes > 0)
         return ReplicaFetchResult(read.data, log.high_watermark, log.log_start_offset,
                                   log.log_end_offset), proposal
 

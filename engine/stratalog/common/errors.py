@@ -46,6 +46,12 @@ class InvalidTimestampError(StratalogError):
     code = "INVALID_TIMESTAMP"
 
 
+class InvalidTxnStateError(StratalogError):
+    """A transactional batch where no transaction coordinator added the partition to a transaction."""
+
+    code = "INVALID_TXN_STATE"
+
+
 class RecordTooLargeError(StratalogError):
     """A batch larger than ``max.message.bytes``."""
 

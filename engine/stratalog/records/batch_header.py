@@ -39,7 +39,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
+TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 _DELETE_HORIZON_BIT = 0x40
 # Kafka's computeAttributes only ever produces bits 0-6; rewriting the
@@ -118,7 +118,7 @@ class BatchHeader:
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_BIT)
+        return bool(self.attributes & TRANSACTIONAL_BIT)
 
     @property
     def is_control(self) -> bool:
@@ -163,7 +163,7 @@ def attributes_for(
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         attrs |= _TIMESTAMP_TYPE_BIT
     if is_transactional:
-        attrs |= _TRANSACTIONAL_BIT
+        attrs |= TRANSACTIONAL_BIT
     if is_control:
         attrs |= _CONTROL_BIT
     if has_delete_horizon:

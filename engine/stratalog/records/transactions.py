@@ -1,12 +1,13 @@
-"""Aborted transactions from the batches alone, and which transactional batches may go.
+"""Transactions from the batches alone: which are open, which aborted, which batches may go.
 
-Kafka learns of aborted transactions from its ``.txnindex`` files. The engine
-writes no transaction index (it has no transaction coordinator; transactional
-data only arrives in logs written by Kafka or copied byte for byte), so the
-aborted transactions are found by one header scan of a partition's batches
-(``scan_aborted``), done only when a reader meets a transactional batch at all.
-The cleaner and the Spark reader (``read_committed``) then follow Kafka's rules
-with a ``TransactionTracker`` (Kafka's ``CleanedTransactionMetadata``):
+Kafka learns of aborted transactions from its ``.txnindex`` files and of open ones from its
+producer state. The engine writes neither (it has no transaction coordinator, so its producers
+may not write transactional batches; such data only arrives in logs written by Kafka or copied
+byte for byte from one), so both are found by a header scan of a partition's batches: a log
+keeps a ``TransactionState`` for read_committed readers and its last stable offset, and
+``scan_aborted`` serves one pass over some batches. The cleaner and the Spark reader
+(``read_committed``) then follow Kafka's rules with a ``TransactionTracker`` (Kafka's
+``CleanedTransactionMetadata``):
 
 * a data batch of an aborted transaction is dropped;
 * an ABORT marker is discardable once no data of its transaction was seen in
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stratalog.records import MAGIC_OFFSET, BatchHeader, ControlRecordType, decode_records, parse_control_key, parse_header
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET, TRANSACTIONAL_BIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,25 +38,62 @@ def scan_aborted(raw_batches: Iterable[bytes]) -> list[AbortedTransaction]:
     Shared by the cleaner (over a log's segments, ``stratalog.storage.transactions``) and the
     Spark reader (over fetched bytes).
     """
-    ongoing: dict[int, int] = {}
-    aborted: list[AbortedTransaction] = []
+    state = TransactionState()
     for data in raw_batches:
-        if data[MAGIC_OFFSET] < 2:   # v0/v1 batches have no transactions
-            continue
+        state.on_batch(data)
+    return state.aborted_between(0, None)
+
+
+class TransactionState:
+    """The transactions of one partition's log as its batches tell them, in offset order.
+
+    The transactional half of Kafka's ``ProducerStateManager`` plus its ``.txnindex``: each
+    producer's open transaction (from its first data batch), transactions whose marker the
+    high watermark has not passed yet (Kafka's unreplicated transactions: still unstable),
+    and the aborted ones, for read_committed readers to skip. Fed raw batches; no I/O.
+    """
+
+    def __init__(self) -> None:
+        self.ongoing: dict[int, int] = {}                # producer id -> first offset of its open transaction
+        self._ended: list[tuple[int, int]] = []          # (first offset, marker offset), marker not yet below the HW
+        self._aborted: list[AbortedTransaction] = []     # by marker offset, so also by first offset per producer
+
+    def on_batch(self, data: bytes | bytearray) -> None:
+        """Take one whole batch appended at the log's end (only v2 transactional ones matter)."""
+        if data[MAGIC_OFFSET] < 2 or not data[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_BIT:
+            return
         header = parse_header(data)
-        if not header.is_transactional:
-            continue
         if not header.is_control:
-            ongoing.setdefault(header.producer_id, header.base_offset)
-            continue
-        first = ongoing.pop(header.producer_id, None)
-        if control_type(data, header) == ControlRecordType.ABORT and first is not None:
-            aborted.append(AbortedTransaction(header.producer_id, first, header.last_offset))
-    aborted.sort(key=lambda t: t.first_offset)
-    return aborted
+            self.ongoing.setdefault(header.producer_id, header.base_offset)
+            return
+        marker = control_type(data, header)
+        if marker not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+            return
+        # A marker with no data before it (the data cleaned away) still ends a transaction, as Kafka's
+        # ``appendEndTxnMarker``: it starts and ends at the marker.
+        first = self.ongoing.pop(header.producer_id, header.base_offset)
+        self._ended.append((first, header.last_offset))
+        if marker == ControlRecordType.ABORT:
+            self._aborted.append(AbortedTransaction(header.producer_id, first, header.last_offset))
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset a read_committed reader must not pass: an open transaction's start, or that
+        of one whose marker is not yet committed (at or past ``high_watermark``); None if there is none."""
+        self._ended = [t for t in self._ended if t[1] >= high_watermark]
+        firsts = [*self.ongoing.values(), *(first for first, _ in self._ended)]
+        return min(firsts) if firsts else None
+
+    def aborted_between(self, start: int, end: int | None) -> list[AbortedTransaction]:
+        """Aborted transactions a read of [start, end) meets (Kafka's ``collectAbortedTxns``), by first offset."""
+        found = [t for t in self._aborted if t.last_offset >= start and (end is None or t.first_offset < end)]
+        return sorted(found, key=lambda t: t.first_offset)
+
+    def forget_below(self, log_start_offset: int) -> None:
+        """Retention moved the log start: aborted transactions wholly below it are no reader's concern."""
+        self._aborted = [t for t in self._aborted if t.last_offset >= log_start_offset]
 
 
-def control_type(data: bytes, header: BatchHeader) -> ControlRecordType | None:
+def control_type(data: bytes | bytearray, header: BatchHeader) -> ControlRecordType | None:
     records = decode_records(data)
     if not records or records[0].key is None:
         return None

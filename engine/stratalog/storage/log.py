@@ -52,6 +52,8 @@ from stratalog.records import (
     set_offsets_in_place,
     validate_batch,
 )
+from stratalog.records.transactions import AbortedTransaction, TransactionState
+from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.segment import LogSegment, RollParams, SegmentSlice
 from stratalog.storage.validation import ValidatedBatch, validate_leader_batch
 
@@ -91,6 +93,10 @@ class FetchInfo:
     log_start_offset: int
     log_end_offset: int
     first_entry_incomplete: bool = False
+    # read_committed reads only (Kafka: -1 and null otherwise): where the read stopped, and the
+    # aborted transactions its range meets, which the reader skips.
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +157,10 @@ class Log:
         self._unflushed_new_segment = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.closed = False
+        # Open and aborted transactions, scanned from the batches on first need (``transactions``).
+        self._transactions: TransactionState | None = None
+        self._transactions_scan = threading.Lock()
+        self._truncations = 0   # a scan that a truncation overtook starts again
 
     def __repr__(self) -> str:
         return f"Log({self.topic_partition}, segments={len(self._bases)}, LEO={self.log_end_offset})"
@@ -278,6 +288,8 @@ class Log:
         segment = self._maybe_roll(len(data), validated.max_timestamp, last_offset, now)
         segment.append(last_offset, validated.max_timestamp, last_offset, data)
         self.epoch_cache.assign(self.leader_epoch, first_offset)
+        if self._transactions is not None:
+            self._transactions.on_batch(data)
         if self.hw_follows_leo:
             self.high_watermark = last_offset + 1
         if last_offset + 1 - self.recovery_point >= self.config.flush_messages:
@@ -298,6 +310,8 @@ class Log:
                 segment = self._maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
                                            first_offset=info.base_offset)
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
+                if self._transactions is not None:
+                    self._transactions.on_batch(batch)
             if self.hw_follows_leo:
                 self.high_watermark = self.log_end_offset
 
@@ -333,6 +347,8 @@ class Log:
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
                 if info.magic >= 2:
                     self.epoch_cache.assign(parse_header(batch).partition_leader_epoch, info.base_offset)
+                if self._transactions is not None:
+                    self._transactions.on_batch(batch)
             if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
                 self.flush()   # flush.messages holds for a follower's copy too
             return self.log_end_offset
@@ -370,7 +386,7 @@ class Log:
             return segment
 
     # -- read -------------------------------------------------------------------------------
-    def read(self, start_offset: int, max_bytes: int, *, up_to_log_end: bool = False,
+    def read(self, start_offset: int, max_bytes: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
              min_one_message: bool = True) -> FetchInfo:
         """Batches from the one containing ``start_offset``, up to ``max_bytes`` (batch granular).
 
@@ -379,25 +395,34 @@ class Log:
         again on the current segments, once; a log closed meanwhile is an unknown partition.
         """
         try:
-            return self._read(start_offset, max_bytes, up_to_log_end, min_one_message)
+            return self._read(start_offset, max_bytes, isolation, min_one_message)
         except (OSError, ValueError):
             if self.closed:
                 raise UnknownTopicOrPartitionError(f"{self.topic_partition}: the log was closed during the read") \
                     from None
-            return self._read(start_offset, max_bytes, up_to_log_end, min_one_message)
+            return self._read(start_offset, max_bytes, isolation, min_one_message)
 
-    def _read(self, start_offset: int, max_bytes: int, up_to_log_end: bool, min_one_message: bool) -> FetchInfo:
-        with self.lock:
-            self._check_open()
-            leo, hw, start = self.log_end_offset, self.high_watermark, self.log_start_offset
-            max_offset = leo if up_to_log_end else hw
-            active = self.active_segment
-            active_size = active.size
+    def _read(self, start_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool
+              ) -> FetchInfo:
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        while True:
+            transactions = self.transactions() if committed else None   # a first scan runs unlocked
+            with self.lock:
+                self._check_open()
+                if transactions is not self._transactions and committed:
+                    continue   # truncated since: scan again
+                leo, hw, start = self.log_end_offset, self.high_watermark, self.log_start_offset
+                lso = self._last_stable_offset(transactions) if transactions is not None else -1
+                max_offset = leo if isolation is FetchIsolation.LOG_END else hw if not committed else lso
+                aborted = tuple(transactions.aborted_between(start_offset, lso)) if transactions is not None else None
+                active = self.active_segment
+                active_size = active.size
+                break
         if start_offset < start or start_offset > leo:
             raise OffsetOutOfRangeError(
                 f"{self.topic_partition}: offset {start_offset} is out of range; the log holds [{start}, {leo})"
             )
-        empty = FetchInfo(start_offset, b"", hw, start, leo)
+        empty = FetchInfo(start_offset, b"", hw, start, leo, last_stable_offset=lso, aborted_transactions=aborted)
         if start_offset >= max_offset or max_bytes <= 0:
             return empty
         for segment in self.segments_from(start_offset):
@@ -408,8 +433,54 @@ class Log:
             piece: SegmentSlice | None = segment.read(start_offset, max_bytes, max_position=max_position,
                                                       min_one_message=min_one_message)
             if piece is not None and piece.data:
-                return FetchInfo(start_offset, piece.data, hw, start, leo, piece.first_entry_incomplete)
+                return FetchInfo(start_offset, piece.data, hw, start, leo, piece.first_entry_incomplete, lso, aborted)
         return empty
+
+    # -- transactions: the last stable offset ------------------------------------------------
+    def transactions(self) -> TransactionState:
+        """The log's open and aborted transactions: scanned from its batches on first need, then
+        kept up to date by every append (Kafka keeps them in producer snapshots and ``.txnindex``
+        files, which the engine does not write yet)."""
+        if (state := self._transactions) is not None:
+            return state
+        with self._transactions_scan:   # one scan at a time
+            while (state := self._transactions) is None:
+                self._scan_transactions()
+            return state
+
+    def _scan_transactions(self) -> None:
+        # The scan reads every batch, so it runs outside the log's lock and appends go on; what they
+        # added meanwhile is fed under the lock. A truncation meanwhile makes the scan start over.
+        with self.lock:
+            self._check_open()
+            truncations, end, segments = self._truncations, self.log_end_offset, self.segments
+        state = TransactionState()
+        _feed_transactions(state, segments, 0, end)
+        with self.lock:
+            self._check_open()
+            if truncations == self._truncations:
+                _feed_transactions(state, list(self.segments_from(end)), end, None)
+                state.forget_below(self.log_start_offset)
+                self._transactions = state
+
+    def _forget_transactions(self) -> None:
+        self._transactions = None
+        self._truncations += 1
+
+    def _last_stable_offset(self, transactions: TransactionState) -> int:
+        first_unstable = transactions.first_unstable_offset(self.high_watermark)
+        if first_unstable is None:
+            return self.high_watermark
+        return max(self.log_start_offset, min(first_unstable, self.high_watermark))
+
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: below it nothing belongs to a transaction that may still abort (an open one, or
+        one whose marker is not yet below the high watermark); never above the high watermark."""
+        while True:
+            transactions = self.transactions()
+            with self.lock:
+                if transactions is self._transactions:
+                    return self._last_stable_offset(transactions)
 
     def read_records(self, start_offset: int, max_records: int | None = None) -> Iterator[Record]:
         """Decoded records from ``start_offset`` to the high watermark (for tools, not the hot path)."""
@@ -511,6 +582,7 @@ class Log:
             if target < self._bases[0]:
                 self.truncate_fully_and_start_at(target)
                 return True
+            self._forget_transactions()
             doomed = [self._segments[b] for b in self._bases if b > target]
             self._remove_segments(doomed)
             active = self.active_segment
@@ -529,6 +601,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self.lock, self.failures.guard(self.log_dir, f"truncation of {self.topic_partition}"):
             self._check_open()
+            self._forget_transactions()
             doomed = self.segments
             self._remove_segments(doomed)
             segment = self._new_segment(offset)
@@ -552,6 +625,8 @@ class Log:
                 return False
             self.log_start_offset = new_start
             self.epoch_cache.truncate_from_start(new_start)
+            if self._transactions is not None:
+                self._transactions.forget_below(new_start)
             return True
 
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
@@ -588,6 +663,8 @@ class Log:
             if new_start > self.log_start_offset:
                 self.log_start_offset = new_start
                 self.epoch_cache.truncate_from_start(new_start)
+                if self._transactions is not None:
+                    self._transactions.forget_below(new_start)
 
     def remove_segments(self, segments: list[LogSegment]) -> None:
         """Take segments out of the log and rename their files ``.deleted`` (removed after a delay)."""
@@ -677,6 +754,16 @@ def _decode_with_type(info: BatchInfo, batch: bytes, source: str) -> tuple[Times
     else:
         timestamp_type = parse_legacy_entry(batch, verify_crc=False).timestamp_type
     return timestamp_type, decode_any(batch, 0, source=source)[1]
+
+
+def _feed_transactions(state: TransactionState, segments: list[LogSegment], start: int, end: int | None) -> None:
+    """Feed ``state`` the batches of ``segments`` from ``start`` to ``end`` (None: to their end)."""
+    for segment in segments:
+        for info, data in segment.log.batches_with_data(0):
+            if end is not None and info.base_offset >= end:
+                return
+            if info.last_offset >= start:
+                state.on_batch(data)
 
 
 def _split_batches(data: bytes) -> Iterator[tuple[BatchInfo, bytes]]:

@@ -19,6 +19,7 @@ from stratalog.common.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     RecordTooLargeError,
 )
 from stratalog.common.names import TopicPartition
@@ -72,6 +73,13 @@ def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: Topic
         )
     if header.is_control:
         raise InvalidRecordError(f"append to {tp}: producers may not write control batches")
+    if header.is_transactional:
+        # Kafka refuses a transactional batch for a partition its coordinator did not add to the
+        # transaction; here no coordinator exists, so no marker could ever end it, and it would hold
+        # every read_committed reader at its first offset for good.
+        raise InvalidTxnStateError(
+            f"append to {tp}: batch of producer id {header.producer_id} is transactional, but this engine has "
+            "no transaction coordinator: the partition was not added to a transaction")
     if header.records_count <= 0 or header.last_offset_delta + 1 != header.records_count:
         raise InvalidRecordError(
             f"append to {tp}: batch declares {header.records_count} records but last offset delta "

@@ -4,10 +4,12 @@ For a compacted log:
 
 * first dirty offset = the cleaner checkpoint, reset to the log start offset
   when it is missing, below the start or past the end;
-* first uncleanable offset = the least of the high watermark, the active
-  segment's base, and the base of the first dirty segment whose largest
-  timestamp is newer than ``min.compaction.lag.ms``, rounded down to the base
-  of the segment holding it;
+* first uncleanable offset = the least of the last stable offset (the high
+  watermark, or an open transaction's start: its records may yet abort, and
+  must not hide older values of their keys meanwhile), the active segment's
+  base, and the base of the first dirty segment whose largest timestamp is
+  newer than ``min.compaction.lag.ms``, rounded down to the base of the
+  segment holding it;
 * dirty ratio = cleanable bytes / (clean bytes + cleanable bytes);
 * a log is due when its ratio exceeds ``min.cleanable.dirty.ratio``, or when a
   dirty segment's first batch is older than ``max.compaction.lag.ms`` and
@@ -57,7 +59,7 @@ def cleanable_range(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int,
     start, end = log.log_start_offset, log.log_end_offset
     reset = checkpoint is None or checkpoint < start or checkpoint > end
     first_dirty = start if reset or checkpoint is None else checkpoint
-    candidates = [log.high_watermark, segments[-1].base_offset]
+    candidates = [log.last_stable_offset(), segments[-1].base_offset]
     lag = max(log.config.min_compaction_lag_ms, 0)
     if lag > 0:
         for segment in segments[:-1]:
