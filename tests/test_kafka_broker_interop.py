@@ -52,6 +52,7 @@ from typing import Any
 
 import pytest
 from kafka_broker import KafkaBroker
+from server_harness import Server
 from kafka_tools import KafkaToolchain, ToolResult, kafka_toolchain  # noqa: F401  (kafka_toolchain is a fixture)
 
 from stratalog.storage.log_manager import open_log_manager
@@ -493,6 +494,86 @@ def test_stratalog_reads_what_kafka_wrote(broker: KafkaBroker, kafka_toolchain: 
     finally:
         reopened.close()
     assert served == expected, "the broker restarted on the directory stratalog opened serves other records"
+
+
+def test_read_committed_on_stratalog_stops_where_it_stops_on_kafka(broker: KafkaBroker, tmp_path: Path) -> None:
+    """Kafka's transactions as a Kafka broker wrote them (kafka-python's transactional producers): one
+    committed, one aborted, one left open. On the broker's directory, ``stratalog serve`` gives the last
+    stable offset Kafka gave, a read_committed fetch returns what Kafka's read_committed consumer
+    returned and names the aborted transaction, and read_uncommitted goes on past the open one."""
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    topic = "transactions"
+    broker.start()
+    broker.create_topic(topic, {"retention.ms": -1})
+    plain = broker.producer(acks="all")
+    transactional = []
+
+    def transaction(name: str, values: list[bytes], end: str | None) -> None:
+        producer = broker.producer(transactional_id=name, acks="all")
+        transactional.append(producer)
+        producer.init_transactions()
+        producer.begin_transaction()
+        for value in values:
+            producer.send(topic, value=value, key=b"k", partition=0)
+        producer.flush()
+        if end == "commit":
+            producer.commit_transaction()
+        elif end == "abort":
+            producer.abort_transaction()
+
+    try:
+        plain.send(topic, value=b"before", partition=0).get(timeout=30)
+        transaction("committed", [b"c1", b"c2"], "commit")
+        transaction("aborted", [b"a1"], "abort")
+        transaction("open", [b"o1", b"o2"], None)        # never ended: Kafka's LSO stays at o1
+        plain.send(topic, value=b"after", partition=0).get(timeout=30)
+        tp = KafkaTopicPartition(topic, 0)
+        committed = broker.consumer(isolation_level="read_committed")
+        uncommitted = broker.consumer()
+        try:
+            committed.assign([tp])
+            uncommitted.assign([tp])
+            kafka_lso = committed.end_offsets([tp])[tp]
+            kafka_hw = uncommitted.end_offsets([tp])[tp]
+            kafka_read: list[Any] = []
+            deadline = time.monotonic() + 60
+            while committed.position(tp) < kafka_lso and time.monotonic() < deadline:
+                kafka_read.extend(committed.poll(timeout_ms=500).get(tp, []))
+        finally:
+            committed.close()
+            uncommitted.close()
+        broker.stop()
+    finally:
+        for producer in (plain, *transactional):
+            producer.close(timeout=0)
+    kafka_values = [r.value for r in kafka_read]
+    assert kafka_values == [b"before", b"c1", b"c2"] and kafka_lso < kafka_hw, (kafka_values, kafka_lso, kafka_hw)
+
+    copy = tmp_path / "broker-copy"
+    shutil.copytree(broker.log_dir, copy, symlinks=True)
+    server = Server([copy], log_path=tmp_path / "serve.log").start()
+    try:
+        def offsets(**query: str) -> int:
+            return server.ok("GET", f"/v1/topics/{topic}/partitions/0/offsets", params={"timestamp": -1, **query})[
+                "offset"]
+
+        assert offsets(isolation="read_committed") == kafka_lso
+        assert offsets() == kafka_hw
+        read = server.fetch_json(topic, 0, 0, isolation="read_committed")
+        assert [r["value"] for r in read["records"]] == ["before", "c1", "c2"], read
+        assert read["lastStableOffset"] == kafka_lso and read["nextOffset"] <= kafka_lso
+        [aborted] = read["abortedTransactions"]
+        a1 = next(r for r in server.fetch_json(topic, 0, 0)["records"] if r["value"] == "a1")
+        assert aborted["firstOffset"] == a1["offset"], read
+        raw = server.get(f"/v1/topics/{topic}/partitions/0/records", params={"offset": 0, "isolation": "read_committed",
+                                                                             "format": "binary"})
+        assert raw.headers["X-Last-Stable-Offset"] == str(kafka_lso)
+        assert raw.headers["X-Aborted-Transactions"] == f"{aborted['producerId']}:{aborted['firstOffset']}"
+        everything = [r["value"] for r in server.read_all(topic, 0)]
+        assert {"a1", "o1", "o2", "after"} <= set(everything)
+    finally:
+        server.terminate()
 
 
 # -- c. same cleaning, same result ------------------------------------------------------------------

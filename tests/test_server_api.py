@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import requests
 from kafka.partitioner.default import murmur2 as kafka_murmur2
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from prometheus_client.parser import text_string_to_metric_families
 
 from server_harness import RECORD_BATCH, STRATALOG, Server, disk_state, kafka_batch, kafka_parse
@@ -310,6 +311,14 @@ def _log_append_time_batch() -> bytes:
     return bytes(batch)
 
 
+def _transactional_batch() -> bytes:
+    """kafka-python's transactional batch, as a Kafka producer inside a transaction sends it."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=41,
+                                        producer_epoch=0, base_sequence=0, batch_size=1 << 20)
+    builder.append(0, timestamp=None, key=b"k", value=b"v", headers=[])
+    return bytes(builder.build())
+
+
 BIG = 2000
 
 NOT_FINITE = "is not valid JSON (JSON numbers are finite)"
@@ -370,6 +379,11 @@ ERROR_CASES: list[tuple[str, Callable[[Server], requests.Response], int, str, st
      "message.timestamp.before.max.ms"),
     ("producer-set LogAppendTime", lambda s: s.produce_raw("err.base", 0, _log_append_time_batch()), 400,
      "INVALID_TIMESTAMP", "LogAppendTime"),
+    ("transactional batch (no coordinator here)", lambda s: s.produce_raw("err.base", 0, _transactional_batch()),
+     400, "INVALID_TXN_STATE", "producer id 41 is transactional"),
+    ("unknown isolation level", lambda s: s.get("/v1/topics/err.base/partitions/0/records",
+                                                params={"isolation": "committed"}), 400, "INVALID_REQUEST",
+     "'isolation'"),
     ("bad acks", lambda s: s.produce_json("err.base", 0, [{"value": "x"}], acks="2"), 400,
      "INVALID_REQUIRED_ACKS", "acks"),
     ("bad JSON", lambda s: s.post("/v1/topics/err.base/partitions/0/records", data=b"{nope",

@@ -8,12 +8,15 @@ failed read is tried again a few times before it is reported.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
 from stratalog.common.errors import CorruptRecordError, StoredBatchError, StratalogError, UnknownTopicOrPartitionError
 from stratalog.common.names import TopicPartition
 from stratalog.records import BatchInfo, iter_batch_infos
+from stratalog.records.transactions import AbortedTransaction
+from stratalog.storage.isolation import FetchIsolation as FetchIsolation   # the transports name it too
 from stratalog.storage.log import FetchInfo, Log
 
 READ_ATTEMPTS = 3
@@ -44,13 +47,25 @@ class FetchedBatches:
     def log_end_offset(self) -> int:
         return self.info.log_end_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        """-1 unless the read was read_committed."""
+        return self.info.last_stable_offset
 
-def read_whole_batches(log: Log, offset: int, max_bytes: int) -> FetchedBatches:
-    """Batches from ``offset`` (blocking: run it off the event loop)."""
+    @property
+    def aborted_transactions(self) -> tuple[AbortedTransaction, ...] | None:
+        """The aborted transactions a read_committed reader meets in these batches; None otherwise."""
+        return self.info.aborted_transactions
+
+
+def read_whole_batches(log: Log, offset: int, max_bytes: int,
+                       isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> FetchedBatches:
+    """Batches from ``offset`` up to the high watermark, or the last stable offset for read_committed
+    (blocking: run it off the event loop)."""
     started = time.perf_counter()
     for attempt in range(1, READ_ATTEMPTS + 1):
         try:
-            info = log.read(offset, max_bytes)
+            info = log.read(offset, max_bytes, isolation=isolation)
             break
         except StratalogError:
             raise
@@ -65,6 +80,10 @@ def read_whole_batches(log: Log, offset: int, max_bytes: int) -> FetchedBatches:
     except CorruptRecordError as error:
         raise StoredBatchError(f"{log.topic_partition}: stored batch does not decode: {error}") from None
     end = batches[-1].position + batches[-1].size if batches else 0
+    if info.aborted_transactions and batches:
+        # Only those the served batches meet (Kafka's upper bound is the end of the data read).
+        info = dataclasses.replace(info, aborted_transactions=tuple(
+            t for t in info.aborted_transactions if t.first_offset <= batches[-1].last_offset))
     # A read cut by maxBytes may end inside a batch; serve whole batches only.
     return FetchedBatches(log.topic_partition, str(log.dir), info, data[:end] if end != len(data) else data,
                           batches, time.perf_counter() - started)

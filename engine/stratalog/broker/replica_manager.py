@@ -43,6 +43,7 @@ from stratalog.common.errors import (
     StratalogError,
 )
 from stratalog.common.names import TopicPartition
+from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -204,9 +205,10 @@ class ReplicaManager:
         return next(counter) % partitions
 
     # -- fetch ----------------------------------------------------------------------------------
-    async def fetch(self, tp: TopicPartition, offset: int | None, max_bytes: int, max_wait_ms: int
-                    ) -> FetchedBatches:
-        """Whole batches from ``offset`` (the log start offset if None), up to the high watermark.
+    async def fetch(self, tp: TopicPartition, offset: int | None, max_bytes: int, max_wait_ms: int,
+                    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> FetchedBatches:
+        """Whole batches from ``offset`` (the log start offset if None), up to the high watermark (the
+        last stable offset for read_committed).
 
         With nothing to return it waits up to ``max_wait_ms`` for an append (Kafka's DelayedFetch),
         then reads again.
@@ -219,7 +221,7 @@ class ReplicaManager:
         read_seconds = 0.0
         while True:
             event = self.signals.event(tp)  # before the read: an append in between still wakes us
-            fetched = await self.run(read_whole_batches, log, start, max_bytes)
+            fetched = await self.run(read_whole_batches, log, start, max_bytes, isolation)
             read_seconds += fetched.read_seconds
             remaining = deadline - loop.time()
             if fetched.batches or remaining <= 0 or self.shutting_down:
@@ -273,20 +275,27 @@ class ReplicaManager:
             await self.signals.wait_any(events, remaining)
 
     # -- offsets --------------------------------------------------------------------------------
-    async def list_offsets(self, tp: TopicPartition, timestamp: int) -> OffsetAndTimestamp | None:
-        """Kafka's ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time."""
+    async def list_offsets(self, tp: TopicPartition, timestamp: int,
+                           isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> OffsetAndTimestamp | None:
+        """Kafka's ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time.
+
+        Nothing at or past the high watermark is committed, so none of it is listed; for read_committed
+        nothing at or past the last stable offset either (latest is the LSO), as Kafka's isolation level.
+        """
         partition = self._leader_or_refuse(tp, "list offsets of")
         log = self.log(tp)
         found = await self.run(log.offset_for_timestamp, timestamp)
-        if partition is None or found is None:
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            bound = await self.run(log.last_stable_offset)
+        elif partition is not None:
+            bound = log.high_watermark
+        else:
+            return found   # one copy: its high watermark is its log end
+        if found is None or timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return found
-        # Replicated: nothing at or past the high watermark is committed, so none of it is listed.
-        high_watermark = log.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            return OffsetAndTimestamp(high_watermark, -1)
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return found
-        return found if found.offset < high_watermark else None
+            return OffsetAndTimestamp(bound, -1)
+        return found if found.offset < bound else None
 
     async def delete_records(self, tp: TopicPartition, before_offset: int) -> tuple[int, int]:
         """Kafka's DeleteRecords (-1: the high watermark); (the new log start offset, segments left)."""

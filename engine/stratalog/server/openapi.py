@@ -104,6 +104,9 @@ def build_document(settings: Settings) -> dict[str, Any]:
     compression = _query("compression", {"type": "string", "enum": ["none", "gzip", "snappy", "lz4", "zstd"]},
                          "Codec of the batch built from JSON records (raw batches carry their own).")
     topic_filter = _query("topic", _ref("TopicName"), "Only this topic (default: every topic).")
+    isolation = _query("isolation", {"type": "string", "enum": ["read_uncommitted", "read_committed"]},
+                       "Kafka's isolation.level. read_uncommitted (default): up to the high watermark. "
+                       "read_committed: up to the last stable offset (no open transaction's records).")
     fetch_headers = {
         name: {"description": text, "required": True, "schema": _int(-1, INT64_MAX)}
         for name, text in (
@@ -114,6 +117,12 @@ def build_document(settings: Settings) -> dict[str, Any]:
                               "offset when nothing was served."),
         )
     }
+    fetch_headers["X-Last-Stable-Offset"] = {"description": "read_committed only: the last stable offset.",
+                                             "required": False, "schema": _int(-1, INT64_MAX)}
+    fetch_headers["X-Aborted-Transactions"] = {
+        "description": "read_committed only: the aborted transactions the batches meet, as comma-separated "
+                       "producerId:firstOffset pairs; a reader skips that producer's batches from firstOffset "
+                       "to its ABORT marker.", "required": False, "schema": {"type": "string"}}
     produce_body = {
         "required": True,
         "content": {
@@ -191,6 +200,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
                                "At the high watermark, wait up to this long for an append (default 0)."),
                         _query("format", {"type": "string", "enum": ["json", "binary"]},
                                f"json (default) or binary; without it, Accept: {RECORD_BATCH} selects binary."),
+                        isolation,
                     ],
                     "responses": {
                         "200": {"description": "Batches as stored (binary; the first may start below `offset`) "
@@ -205,7 +215,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
             "get": {"operationId": "listOffsets", "tags": ["records"],
                     "summary": "ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, "
                                "or the first offset with a timestamp at or after T ms",
-                    "parameters": [_query("timestamp", _int(-4, INT64_MAX), "The query (default -1).")],
+                    "parameters": [_query("timestamp", _int(-4, INT64_MAX), "The query (default -1)."), isolation],
                     "responses": {**_ok(_ref("OffsetsResponse")), **_errors(400, 404, 421, 503)}},
         },
         "/v1/topics/{topic}/partitions/{partition}/delete-records": {
@@ -401,7 +411,10 @@ def _schemas(max_partitions: int) -> dict[str, Schema]:
         "FetchResponse": _object({
             "topic": {"type": "string"}, "partition": _int(0),
             "records": {"type": "array", "items": _ref("RecordOut")},
-            "highWatermark": offset, "logStartOffset": offset, "logEndOffset": offset, "nextOffset": offset},
+            "highWatermark": offset, "logStartOffset": offset, "logEndOffset": offset, "nextOffset": offset,
+            "lastStableOffset": offset,
+            "abortedTransactions": {"type": "array", "items": _object({"producerId": _int(-1),
+                                                                       "firstOffset": offset})}},
             ["topic", "partition", "records", "highWatermark", "logStartOffset", "logEndOffset", "nextOffset"]),
         "OffsetsResponse": _object({"topic": {"type": "string"}, "partition": _int(0), "offset": offset,
                                     "timestamp": _int(), "query": _int()},

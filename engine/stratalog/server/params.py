@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from stratalog.broker.fetch import FetchIsolation
 from stratalog.common import strict_json
 from stratalog.common.names import validate_topic_name
 from stratalog.server.errors import BodyTooLargeError, RequestError
@@ -98,6 +99,12 @@ def query_choice(request: web.Request, name: str, choices: tuple[str, ...], defa
     if value not in choices:
         raise RequestError(f"query parameter {name!r}: {value!r} is not one of {', '.join(choices)}")
     return value
+
+
+def isolation(request: web.Request) -> FetchIsolation:
+    """A consumer's ``isolation`` (Kafka's isolation.level): read_uncommitted (the default) or read_committed."""
+    level = query_choice(request, "isolation", ("read_uncommitted", "read_committed"), "read_uncommitted")
+    return FetchIsolation.for_consumer(level or "read_uncommitted")
 
 
 def query_topic(request: web.Request, name: str = "topic") -> str | None:

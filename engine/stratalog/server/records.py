@@ -13,6 +13,7 @@ since an HTTP request always has a response.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from stratalog.broker.fetch import FetchedBatches
+from stratalog.broker.fetch import FetchedBatches, FetchIsolation
 from stratalog.broker.produce import Acks, ProduceResult
 from stratalog.common.errors import (
     CorruptRecordError,
@@ -42,6 +43,7 @@ from stratalog.records import (
     parse_legacy_entry,
 )
 from stratalog.records.json_form import record_from_dict, record_to_dict
+from stratalog.records.transactions import AbortedTransaction, TransactionTracker
 from stratalog.server import params
 from stratalog.server.errors import RequestError
 from stratalog.server.state import ServerState, state_of
@@ -194,14 +196,26 @@ async def produce_topic(request: web.Request) -> web.Response:
 
 
 # -- fetch -----------------------------------------------------------------------------------
+# A read_committed binary fetch names its aborted transactions in a header; past this many it
+# serves fewer batches, so the header stays well inside HTTP clients' header limits (8 KiB).
+MAX_ABORTED_IN_HEADER = 200
+
+
 def _decode(fetched: FetchedBatches, offset: int) -> list[dict[str, Any]]:
+    """The records at and after ``offset``; for read_committed without aborted transactions' records
+    and without transaction markers, as a Kafka consumer returns them."""
     tp = fetched.topic_partition
+    aborted = fetched.aborted_transactions
+    tracker = TransactionTracker(list(aborted)) if aborted is not None else None
     out: list[dict[str, Any]] = []
     for info in fetched.batches:
         batch = fetched.data[info.position : info.position + info.size]
         try:
             if info.magic >= 2:
-                timestamp_type = parse_header(batch).timestamp_type
+                header = parse_header(batch)
+                timestamp_type = header.timestamp_type
+                if tracker is not None and (header.is_control or tracker.on_data_batch(header)):
+                    continue
             else:
                 timestamp_type = parse_legacy_entry(batch, verify_crc=False).timestamp_type
             records = decode_any(batch, 0, source=fetched.source)[1]
@@ -229,19 +243,46 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_bytes = params.query_int(request, "maxBytes", settings.default_fetch_bytes, minimum=1,
                                  maximum=settings.max_fetch_bytes) or settings.default_fetch_bytes
     max_wait_ms = params.query_int(request, "maxWaitMs", 0, minimum=0, maximum=settings.max_fetch_wait_ms) or 0
+    isolation = params.isolation(request)
     binary = _wants_binary(request)
-    fetched = await state.broker.fetch(tp, requested, max_bytes, max_wait_ms)
+    fetched = await state.broker.fetch(tp, requested, max_bytes, max_wait_ms, isolation)
+    if binary:
+        fetched = _within_header_limit(fetched)
     state.metrics.fetch_latency.observe(fetched.read_seconds)
     state.metrics.fetch_bytes.labels(tp.topic, str(tp.partition)).inc(len(fetched.data))
     headers = {"X-High-Watermark": str(fetched.high_watermark), "X-Log-Start-Offset": str(fetched.log_start_offset),
                "X-Log-End-Offset": str(fetched.log_end_offset), "X-Next-Offset": str(fetched.next_offset)}
+    committed: dict[str, Any] = {}
+    if isolation is FetchIsolation.TXN_COMMITTED:
+        aborted = fetched.aborted_transactions or ()
+        headers["X-Last-Stable-Offset"] = str(fetched.last_stable_offset)
+        headers["X-Aborted-Transactions"] = ",".join(f"{t.producer_id}:{t.first_offset}" for t in aborted)
+        committed = {"lastStableOffset": fetched.last_stable_offset,
+                     "abortedTransactions": [_aborted_to_dict(t) for t in aborted]}
     if binary:
         return web.Response(body=fetched.data, content_type=params.RECORD_BATCH, headers=headers)
     records = await state.run(_decode, fetched, fetched.info.requested_offset)
     return web.json_response({"topic": tp.topic, "partition": tp.partition, "records": records,
                               "highWatermark": fetched.high_watermark, "logStartOffset": fetched.log_start_offset,
-                              "logEndOffset": fetched.log_end_offset, "nextOffset": fetched.next_offset},
-                             headers=headers)
+                              "logEndOffset": fetched.log_end_offset, "nextOffset": fetched.next_offset,
+                              **committed}, headers=headers)
+
+
+def _aborted_to_dict(transaction: AbortedTransaction) -> dict[str, int]:
+    return {"producerId": transaction.producer_id, "firstOffset": transaction.first_offset}
+
+
+def _within_header_limit(fetched: FetchedBatches) -> FetchedBatches:
+    """Fewer batches when more aborted transactions than a header holds meet them (at least one batch)."""
+    aborted = fetched.aborted_transactions
+    if aborted is None or len(aborted) <= MAX_ABORTED_IN_HEADER:
+        return fetched
+    cut = sorted(t.first_offset for t in aborted)[MAX_ABORTED_IN_HEADER]
+    kept = [b for b in fetched.batches if b.last_offset < cut] or fetched.batches[:1]
+    end = kept[-1].position + kept[-1].size
+    info = dataclasses.replace(fetched.info, aborted_transactions=tuple(
+        t for t in aborted if t.first_offset <= kept[-1].last_offset))
+    return dataclasses.replace(fetched, info=info, data=fetched.data[:end], batches=kept)
 
 
 # -- offsets and delete-records ----------------------------------------------------------------
@@ -251,7 +292,7 @@ async def list_offsets(request: web.Request) -> web.Response:
     tp = TopicPartition(params.topic(request), params.partition(request))
     timestamp = params.query_int(request, "timestamp", -1, minimum=-4, maximum=INT64_MAX)
     assert timestamp is not None
-    found = await state.broker.list_offsets(tp, timestamp)
+    found = await state.broker.list_offsets(tp, timestamp, params.isolation(request))
     # As Kafka: no record at or after the time gives offset -1 / timestamp -1, not an error.
     offset, stamp = (found.offset, found.timestamp) if found is not None else (-1, -1)
     return web.json_response({"topic": tp.topic, "partition": tp.partition, "timestamp": stamp, "offset": offset,
