@@ -89,7 +89,7 @@ class StratalogBatchReader(DataSourceReader):
         options = self.options
         store = open_store(options.location)
         partitions = subscribed(store, options.subscription, must_exist=True)
-        known = {tp: store.offsets(*tp) for tp in partitions}
+        known = {tp: store.offsets(*tp, read_committed=options.read_committed) for tp in partitions}
         starts = resolve(store, partitions, options.starting, known, starting=True,
                          no_match_latest=options.no_match_latest)
         ends = resolve(store, partitions, options.ending, known, starting=False)

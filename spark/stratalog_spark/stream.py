@@ -61,7 +61,7 @@ class StratalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _current(self) -> dict[TopicPartition, PartitionOffsets]:
         partitions = subscribed(self.store, self.options.subscription, must_exist=False)
-        return {tp: self.store.offsets(*tp) for tp in partitions}
+        return {tp: self.store.offsets(*tp, read_committed=self.options.read_committed) for tp in partitions}
 
     # -- offsets ---------------------------------------------------------------------------
     def initialOffset(self) -> StreamOffsets:

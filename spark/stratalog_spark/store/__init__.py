@@ -55,7 +55,9 @@ class Location:
 @dataclass(frozen=True, slots=True)
 class PartitionOffsets:
     log_start: int
-    end: int  # the high watermark; a standalone engine is its partitions' only replica, so the log end offset
+    # The high watermark (a standalone engine is its partitions' only replica: its log end offset); for
+    # read_committed the last stable offset, before any transaction that may still abort.
+    end: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ class LogStore(Protocol):
 
     def partitions(self, topic: str) -> list[int]: ...
 
-    def offsets(self, topic: str, partition: int) -> PartitionOffsets: ...
+    def offsets(self, topic: str, partition: int, *, read_committed: bool = False) -> PartitionOffsets: ...
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None:
         """Kafka's ListOffsets by time: the first offset whose timestamp is ≥ ``timestamp``, None if none."""

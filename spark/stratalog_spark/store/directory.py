@@ -28,6 +28,7 @@ from stratalog.common.errors import CheckpointError, CorruptRecordError, LogDirL
 from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.common.names import LOG_START_OFFSET_CHECKPOINT, TopicPartition, is_delete_dir, parse_partition_dir
 from stratalog.records import decode_any
+from stratalog.records.transactions import TransactionState
 
 from . import Appender, Chunk, DataLossHandler, PartitionOffsets
 from .segments import TAIL_ATTEMPTS, TAIL_SLEEP_S, OpenSegment, list_segments, open_segment
@@ -75,13 +76,24 @@ class DirStore:
         return found
 
     # -- offsets -------------------------------------------------------------------------
-    def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+    def offsets(self, topic: str, partition: int, *, read_committed: bool = False) -> PartitionOffsets:
         directory = self.partition_dir(topic, partition)
         end = self._end(directory)
         segments = list_segments(directory)
         first_base = segments[0].base_offset if segments else end
-        start = max(first_base, self._checkpointed_start(directory, TopicPartition(topic, partition)))
-        return PartitionOffsets(min(start, end), end)
+        start = min(max(first_base, self._checkpointed_start(directory, TopicPartition(topic, partition))), end)
+        if read_committed:
+            end = max(start, self._last_stable(topic, partition, first_base, end))
+        return PartitionOffsets(start, end)
+
+    def _last_stable(self, topic: str, partition: int, start: int, end: int) -> int:
+        """The engine's last stable offset, found as it finds it: a scan of the transactional batches
+        (every batch is read; the engine keeps the state, a reader of its files has none)."""
+        state = TransactionState()
+        for batch in self.read_batches(topic, partition, start, end, lambda *_: None):
+            state.on_batch(batch)
+        first_unstable = state.first_unstable_offset(end)
+        return end if first_unstable is None else max(start, min(first_unstable, end))
 
     @staticmethod
     def _checkpointed_start(directory: Path, tp: TopicPartition) -> int:

@@ -208,9 +208,13 @@ class HttpStore:
             raise
         return sorted({p["partition"] for answer in answers for p in answer["partitions"]})
 
-    def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+    def offsets(self, topic: str, partition: int, *, read_committed: bool = False) -> PartitionOffsets:
         summary = self._summary(topic, partition)
-        return PartitionOffsets(summary["logStartOffset"], summary["highWatermark"])
+        end = summary["highWatermark"]
+        if read_committed:   # the leader's last stable offset: ListOffsets latest, read_committed
+            end = int(self._json(self._topic_path(topic, "partitions", partition, "offsets"),
+                                 {"timestamp": -1, "isolation": "read_committed"})["offset"])
+        return PartitionOffsets(summary["logStartOffset"], end)
 
     def _summary(self, topic: str, partition: int) -> Any:
         try:
