@@ -10,6 +10,7 @@ room every acknowledged record must be there and ``stratalog verify`` clean.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,3 +167,39 @@ def test_serve_on_a_disk_remounted_read_only_mid_run_keeps_the_other_directory_s
     for directory in (ext4.path, healthy):
         result = run_cli("verify", "--data-dir", str(directory))
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_serve_on_a_directory_it_may_not_write_says_who_owns_it_and_who_it_runs_as(tmp_path):
+    """What a volume provisioner that ignores fsGroup leaves (Kubernetes' hostPath provisioner: root,
+    0750): the engine, not root, refuses to start with one line naming the owner, the mode and itself."""
+    import os
+    import subprocess
+    import tempfile
+
+    from server_harness import STRATALOG
+
+    parent = Path(tempfile.mkdtemp(prefix="stratalog-perm-", dir="/tmp"))   # outside root's 0700 pytest dir
+    try:
+        parent.chmod(0o755)
+        data = parent / "data-0"
+        data.mkdir(mode=0o750)
+        os.chown(data, 0, 0)
+        # The interpreter lives under /root here, which uid 10001 may not read: the child loads the
+        # engine as root, then becomes uid 10001 (the image's user) before ``stratalog serve`` runs.
+        as_agent = ("import os, sys; import stratalog.cli, stratalog.cli.serve, stratalog.server.run; "
+                    "os.setgroups([10001]); os.setgid(10001); os.setuid(10001); "
+                    "sys.exit(stratalog.cli.main(sys.argv[1:]))")
+        done = subprocess.run([sys.executable, "-c", as_agent, "serve", "--listen", "127.0.0.1:0", "--data-dir",
+                               str(data)], capture_output=True, text=True, timeout=120, cwd="/tmp")
+        assert done.returncode != 0
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert "Traceback" not in done.stderr, done.stderr
+        assert re.search(rf"data directory {data}: cannot take its lock: EACCES: Permission denied .*; it is owned "
+                         r"by uid 0 gid 0 with mode drwxr-x---, and the engine runs as uid 10001 gid 10001 "
+                         r"\(groups \[10001\]\); make it writable by this user, then start the engine again",
+                         lines[-1]), done.stderr
+        assert list(data.iterdir()) == []   # nothing half-written
+    finally:
+        import shutil
+
+        shutil.rmtree(parent)

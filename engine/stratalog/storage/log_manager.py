@@ -12,8 +12,11 @@ so that ``stratalog serve`` and the Kubernetes agent can schedule it.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -172,7 +175,7 @@ class LogManager:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as error:
-            raise LogDirError(f"data directory {path} is not writable: {error.strerror}") from None
+            raise LogDirError(f"data directory {path} is not writable: {error.strerror}; {_ownership(path)}") from None
 
     def _load_dir(self, data_dir: DataDir) -> None:
         recovery_points = data_dir.read_checkpoint(data_dir.recovery_points)
@@ -414,7 +417,21 @@ def _refusing_start(path: Path, what: str) -> Iterator[None]:
     except OSError as error:
         name, reason = describe_os_error(error)
         where = f" ({error.filename})" if error.filename else ""
-        raise LogDirError(
-            f"data directory {path}: cannot {what}: {name}: {reason}{where}; free space on it or make it "
-            "writable again, then start the engine again"
-        ) from None
+        if error.errno in (errno.EACCES, errno.EPERM):
+            remedy = f"{_ownership(path)}; make it writable by this user"
+        elif error.errno == errno.ENOSPC:
+            remedy = "free space on it"
+        else:
+            remedy = "make it readable and writable again"
+        raise LogDirError(f"data directory {path}: cannot {what}: {name}: {reason}{where}; {remedy}, "
+                          "then start the engine again") from None
+
+
+def _ownership(path: Path) -> str:
+    """Who owns ``path`` and who the engine runs as: what a permission error needs to be fixed."""
+    me = f"the engine runs as uid {os.getuid()} gid {os.getgid()} (groups {sorted(os.getgroups())})"
+    try:
+        st = path.stat()
+    except OSError:
+        return me
+    return f"it is owned by uid {st.st_uid} gid {st.st_gid} with mode {stat.filemode(st.st_mode)}, and {me}"
