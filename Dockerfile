@@ -1,7 +1,9 @@
 # One image for every stratalog role: the operator controller (`stratalog operator`),
 # the LogDir agents / engine sidecars, and the CLI.
 #   docker build -t ghcr.io/stratalog/stratalog:0.1.0 .
-FROM python:3.11-slim AS build
+# BASE: the Python base image of both stages (scripts/k8s-node passes a local stand-in).
+ARG BASE=python:3.11-slim
+FROM ${BASE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY engine/ engine/
@@ -10,7 +12,7 @@ COPY operator/ operator/
 RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt ".[server,operator]"
 
-FROM python:3.11-slim
+FROM ${BASE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=build /wheels /wheels
