@@ -105,6 +105,21 @@ class Engine:
     def offline_dirs(self) -> dict[Path, OfflineDir]:
         return self.manager.offline_dirs()
 
+    def opening_summary(self) -> list[str]:
+        """One line per data directory on how it opened: its partitions, and whether it was closed
+        cleanly (recovery skipped) or segments had to be recovered."""
+        manager = self.manager
+        clean = manager.had_clean_shutdown()
+        lines = []
+        for path in manager.data_dirs:
+            logs = [log for log in manager.logs().values() if log.dir.parent == path]
+            recovered = sum(len(manager.load_reports[log.topic_partition].recovered_segments) for log in logs
+                            if log.topic_partition in manager.load_reports)
+            lines.append(f"data directory {path}: {len(logs)} partitions, "
+                         f"{'clean shutdown (recovery skipped)' if clean.get(path) else 'no clean-shutdown marker'}, "
+                         f"{recovered} segments recovered")
+        return lines
+
     # -- tasks (each callable from outside) ------------------------------------------------
     def _record(self, name: str, task: Callable[[], Any]) -> Any:
         record = self.tasks.setdefault(name, TaskRecord())

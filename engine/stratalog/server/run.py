@@ -70,14 +70,8 @@ def parse_create_topic(text: str) -> tuple[str, int]:
 def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> None:
     engine.start()
     manager = engine.manager
-    clean = manager.had_clean_shutdown()
-    for path in manager.data_dirs:
-        logs = [log for log in manager.logs().values() if log.dir.parent == path]
-        recovered = sum(len(manager.load_reports[log.topic_partition].recovered_segments) for log in logs
-                        if log.topic_partition in manager.load_reports)
-        logger.info("data directory %s: %d partitions, %s, %d segments recovered", path, len(logs),
-                    "clean shutdown (recovery skipped)" if clean.get(path) else "no clean-shutdown marker",
-                    recovered)
+    for line in engine.opening_summary():
+        logger.info("%s", line)
     for name, partitions in create_topics:
         if name in manager.topics():
             have = len(manager.describe_topic(name).partitions)

@@ -130,6 +130,8 @@ async def run_agent(options: AgentRunOptions) -> int:
         await loop.run_in_executor(state.broker.maintenance, engine.start)
         logger.info("LogDir %s: engine open on %s (%d partitions)", options.logdir,
                     ", ".join(map(str, options.data_dirs)), len(engine.manager.logs()))
+        for line in engine.opening_summary():
+            logger.info("LogDir %s: %s", options.logdir, line)
         kube = Kube(field_manager=agent_manager(options.logdir), on_write=metrics.wrote,
                     on_conflict=metrics.conflicted)
         advertised = options.advertise or _bound_url(runner)
