@@ -4,8 +4,9 @@ One story, test by test, on one release: the chart installs into a namespace tha
 restricted Pod Security Standard; a LogDir with two volumes gets two bound claims and a Ready agent
 pod; a Topic's records go through the LogDir's Service from a client pod and through
 ``kubectl port-forward``; the agent pod, deleted, comes back with every acknowledged record; on a
-provisioner that applies no fsGroup the agent says why it cannot start; ``helm uninstall`` keeps the
-claims.
+provisioner that applies no fsGroup the agent says why it cannot start; ``helm upgrade`` rolls the
+operator; ``helm uninstall`` keeps the claims. Then GitOps: the examples applied server-side show no
+drift once the operator has acted on them.
 """
 
 from __future__ import annotations
@@ -179,6 +180,23 @@ def test_on_a_provisioner_that_applies_no_fsgroup_the_agent_says_who_owns_its_di
     node.kubectl("-n", NS, "delete", "logdir", "dir-hp", timeout=180)
 
 
+def test_helm_upgrade_with_changed_values_rolls_the_operator_and_it_comes_back_ready(release):
+    node = release
+    [before] = get(node, "pods", "-l", "app.kubernetes.io/component=operator")["items"]
+    node.run("helm", "upgrade", RELEASE, str(REPO / "charts" / "stratalog"), "-n", NS, "--reuse-values",
+             "--set", "operator.logLevel=DEBUG", "--wait", "--timeout", "180s", timeout=240)
+
+    def rolled() -> dict[str, Any] | None:
+        pods = get(node, "pods", "-l", "app.kubernetes.io/component=operator")["items"]
+        return next((p for p in pods if p["metadata"]["uid"] != before["metadata"]["uid"]
+                     and condition(p, "Ready").get("status") == "True"), None)
+
+    after = node.wait_for("the upgraded operator pod Ready", rolled, timeout=180, namespace=NS)
+    env = {e["name"]: e.get("value") for e in after["spec"]["containers"][0]["env"]}
+    assert env["STRATALOG_LOG_LEVEL"] == "DEBUG"
+    assert condition(get(node, "logdir", "dir-a"), "Ready").get("status") == "True"
+
+
 def test_helm_uninstall_leaves_the_claims_and_the_data_on_them(release):
     node = release
     node.run("helm", "uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "180s", timeout=240)
@@ -189,3 +207,39 @@ def test_helm_uninstall_leaves_the_claims_and_the_data_on_them(release):
     assert {"dir-a-data-0", "dir-a-data-1"} <= claims
     # The LogDirs stay too (helm leaves CRDs and their objects): users delete them when they mean it.
     assert get(node, "logdir", "dir-a").get("metadata", {}).get("name") == "dir-a"
+
+
+def test_the_examples_applied_server_side_show_no_drift_once_the_operator_has_acted(node):
+    """GitOps: what Argo CD or Flux apply (server-side, their own field manager) stays theirs. After the
+    operator has created children and written status, a server-side diff of the same files is empty
+    and no other manager owns a field of spec, labels or annotations."""
+    ns, manager = "gitops", "gitops-tool"
+    node.kubectl("create", "namespace", ns)
+    repository, tag = node.image.rsplit(":", 1)
+    node.run("helm", "install", "gitops", str(REPO / "charts" / "stratalog"), "-n", ns,
+             "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+             "--set", "image.pullPolicy=Never", "--wait", "--timeout", "180s", timeout=240)
+    files = sorted((REPO / "examples").glob("*.yaml"))
+    for path in files:
+        node.kubectl("-n", ns, "apply", "--server-side", f"--field-manager={manager}", "-f", str(path))
+
+    def acted() -> bool:
+        logdir = json.loads(node.kubectl("-n", ns, "get", "logdir", "dir-a", "-o", "json"))
+        topics = json.loads(node.kubectl("-n", ns, "get", "topics", "-o", "json"))["items"]
+        return condition(logdir, "Ready").get("status") == "True" and len(topics) == 2 and all(
+            condition(t, "PartitionsPlaced").get("status") == "True" for t in topics)
+
+    node.wait_for("the examples' LogDir Ready and Topics placed", acted, timeout=300, namespace=ns)
+    for path in files:
+        diff = node.run("kubectl", "-n", ns, "diff", "--server-side", f"--field-manager={manager}", "-f", str(path),
+                        check=False)
+        assert diff.returncode == 0 and not diff.stdout, f"{path.name} drifted:\n{diff.stdout}{diff.stderr}"
+    for kind in ("logdirs", "topics"):
+        for item in json.loads(node.kubectl("-n", ns, "get", kind, "-o", "json"))["items"]:
+            for entry in item["metadata"].get("managedFields", []):
+                if entry["manager"] == manager or entry.get("subresource") == "status":
+                    continue
+                fields = entry.get("fieldsV1", {})
+                owned = set(fields) | set(fields.get("f:metadata", {}))
+                assert not owned & {"f:spec", "f:labels", "f:annotations"}, (
+                    f"{kind}/{item['metadata']['name']}: {entry['manager']} owns {sorted(owned)}")
