@@ -286,6 +286,30 @@ def test_the_cleaner_stops_at_an_open_transaction_whose_records_may_yet_abort(tm
     manager.close()
 
 
+def test_a_bare_abort_marker_below_the_dirty_range_does_not_keep_its_producers_later_values(tmp_path):
+    """An ABORT marker whose data was cleaned away, already clean: the producer's next, committed
+    transaction still supersedes older values of its keys."""
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    log.append_raw(build_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=7, producer_epoch=0,
+                                              coordinator_epoch=0, base_offset=0, timestamp=clock.now))
+    log.append_raw(build_batch([Record(1, clock.now, b"a", b"old")], base_offset=1))
+    log.append_raw(build_batch([Record(2, clock.now, b"a", b"new")], base_offset=2, producer_id=7,
+                               producer_epoch=0, base_sequence=0, is_transactional=True))
+    log.append_raw(build_end_txn_marker_batch(ControlRecordType.COMMIT, producer_id=7, producer_epoch=0,
+                                              coordinator_epoch=0, base_offset=3, timestamp=clock.now))
+    for offset in range(4, 40):
+        log.append_raw(build_batch([Record(offset, clock.now, b"f%d" % offset, b"x" * 100)], base_offset=offset))
+    log.roll()
+    cleaner = LogCleaner(manager)
+    manager.checkpoints.set_cleaner_offset(log.topic_partition, 1)   # offset 0 (the marker) is clean already
+    cleaner.run_pass(force=True)
+    assert [v for _, k, v in on_disk(log.dir) if k == b"a"] == [b"new"]
+    manager.close()
+
+
 def test_aborted_transactions_are_removed_and_their_markers_go_after_the_horizon(tmp_path):
     clock = Clock()
     manager = open_manager(tmp_path, clock)

@@ -170,3 +170,50 @@ def test_a_producer_may_not_write_a_transactional_batch(make_log):
     assert log.log_end_offset == 0
     log.append(batch(1))   # idempotent or plain batches are fine
     assert log.last_stable_offset() == 1
+
+
+# -- through stratalog serve ----------------------------------------------------------------------------
+
+def served(tmp_path, *batches: bytes):
+    """A real ``stratalog serve`` over a directory whose partition t-0 holds ``batches``."""
+    from server_harness import Server
+    from stratalog.common.config import LogConfig
+    from stratalog.common.names import TopicPartition
+    from stratalog.storage.loader import load_log
+
+    root = tmp_path / "data"
+    (root / "t-0").mkdir(parents=True)
+    log, _ = load_log(root / "t-0", TopicPartition("t", 0), LogConfig.from_overrides({}), recovery_point=0,
+                      had_clean_shutdown=False)
+    log.append_raw(b"".join(batches))
+    log.close()
+    return Server([root], log_path=tmp_path / "serve.log").start()
+
+
+def test_a_producer_that_aborts_then_commits_is_read_committed_for_its_second_transaction(tmp_path):
+    server = served(tmp_path, data(0, 7, b"aborted"), marker(1, 7, ABORT), data(2, 7, b"committed"),
+                    marker(3, 7, COMMIT), marker(4, 8, ABORT), data(5, 8, b"after-a-bare-abort"),
+                    marker(6, 8, COMMIT))
+    try:
+        read = server.fetch_json("t", 0, 0, isolation="read_committed")
+        assert [r["value"] for r in read["records"]] == ["committed", "after-a-bare-abort"], read
+        assert "X-Aborted-Transactions" not in server.get("/v1/topics/t/partitions/0/records",
+                                                          params={"isolation": "read_committed"}).headers
+    finally:
+        server.terminate()
+
+
+def test_a_read_committed_fetch_at_the_lso_under_many_aborted_transactions_answers_nothing_without_error(tmp_path):
+    many = 201   # more than a header carries: the binary answer serves fewer batches, here none at all
+    server = served(tmp_path, *(data(i, 1000 + i, b"x") for i in range(many)), data(many, 1, b"open"),
+                    *(marker(many + 1 + i, 1000 + i, ABORT) for i in range(many)))
+    try:
+        reply = server.get("/v1/topics/t/partitions/0/records",
+                           params={"offset": many, "isolation": "read_committed", "format": "binary"})
+        assert reply.status_code == 200 and reply.content == b"", reply.text
+        assert reply.headers["X-Last-Stable-Offset"] == str(many) and reply.headers["X-Aborted-Transactions"] == ""
+        first = server.get("/v1/topics/t/partitions/0/records",
+                           params={"offset": 0, "isolation": "read_committed", "format": "binary"})
+        assert first.status_code == 200 and len(first.headers["X-Aborted-Transactions"].split(",")) <= 200
+    finally:
+        server.terminate()

@@ -80,10 +80,11 @@ def read_whole_batches(log: Log, offset: int, max_bytes: int,
     except CorruptRecordError as error:
         raise StoredBatchError(f"{log.topic_partition}: stored batch does not decode: {error}") from None
     end = batches[-1].position + batches[-1].size if batches else 0
-    if info.aborted_transactions and batches:
-        # Only those the served batches meet (Kafka's upper bound is the end of the data read).
+    if info.aborted_transactions:
+        # Only those the served batches meet (Kafka's upper bound is the end of the data read): none
+        # when nothing is served.
         info = dataclasses.replace(info, aborted_transactions=tuple(
-            t for t in info.aborted_transactions if t.first_offset <= batches[-1].last_offset))
+            t for t in info.aborted_transactions if batches and t.first_offset <= batches[-1].last_offset))
     # A read cut by maxBytes may end inside a batch; serve whole batches only.
     return FetchedBatches(log.topic_partition, str(log.dir), info, data[:end] if end != len(data) else data,
                           batches, time.perf_counter() - started)

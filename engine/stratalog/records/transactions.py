@@ -18,6 +18,7 @@ keeps a ``TransactionState`` for read_committed readers and its last stable offs
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -85,7 +86,10 @@ class TransactionState:
 
     def aborted_between(self, start: int, end: int | None) -> list[AbortedTransaction]:
         """Aborted transactions a read of [start, end) meets (Kafka's ``collectAbortedTxns``), by first offset."""
-        found = [t for t in self._aborted if t.last_offset >= start and (end is None or t.first_offset < end)]
+        # By marker offset: those ended below ``start`` are skipped by bisection (a reader at the tail
+        # looks only at the transactions aborted since).
+        first = bisect.bisect_left(self._aborted, start, key=lambda t: t.last_offset)
+        found = [t for t in self._aborted[first:] if end is None or t.first_offset < end]
         return sorted(found, key=lambda t: t.first_offset)
 
     def forget_below(self, log_start_offset: int) -> None:

@@ -43,7 +43,7 @@ from stratalog.records import (
     parse_legacy_entry,
 )
 from stratalog.records.json_form import record_from_dict, record_to_dict
-from stratalog.records.transactions import AbortedTransaction, TransactionTracker
+from stratalog.records.transactions import AbortedTransaction, TransactionTracker, control_type
 from stratalog.server import params
 from stratalog.server.errors import RequestError
 from stratalog.server.state import ServerState, state_of
@@ -214,8 +214,12 @@ def _decode(fetched: FetchedBatches, offset: int) -> list[dict[str, Any]]:
             if info.magic >= 2:
                 header = parse_header(batch)
                 timestamp_type = header.timestamp_type
-                if tracker is not None and (header.is_control or tracker.on_data_batch(header)):
-                    continue
+                if tracker is not None:
+                    if header.is_control:   # ends its transaction for the tracker, never shown
+                        tracker.on_control_batch(header, control_type(batch, header))
+                        continue
+                    if tracker.on_data_batch(header):
+                        continue
             else:
                 timestamp_type = parse_legacy_entry(batch, verify_crc=False).timestamp_type
             records = decode_any(batch, 0, source=fetched.source)[1]
@@ -256,7 +260,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     if isolation is FetchIsolation.TXN_COMMITTED:
         aborted = fetched.aborted_transactions or ()
         headers["X-Last-Stable-Offset"] = str(fetched.last_stable_offset)
-        headers["X-Aborted-Transactions"] = ",".join(f"{t.producer_id}:{t.first_offset}" for t in aborted)
+        if binary:   # JSON names them in its body (and leaves their records out)
+            headers["X-Aborted-Transactions"] = ",".join(f"{t.producer_id}:{t.first_offset}" for t in aborted)
         committed = {"lastStableOffset": fetched.last_stable_offset,
                      "abortedTransactions": [_aborted_to_dict(t) for t in aborted]}
     if binary:
@@ -275,7 +280,7 @@ def _aborted_to_dict(transaction: AbortedTransaction) -> dict[str, int]:
 def _within_header_limit(fetched: FetchedBatches) -> FetchedBatches:
     """Fewer batches when more aborted transactions than a header holds meet them (at least one batch)."""
     aborted = fetched.aborted_transactions
-    if aborted is None or len(aborted) <= MAX_ABORTED_IN_HEADER:
+    if aborted is None or len(aborted) <= MAX_ABORTED_IN_HEADER or not fetched.batches:
         return fetched
     cut = sorted(t.first_offset for t in aborted)[MAX_ABORTED_IN_HEADER]
     kept = [b for b in fetched.batches if b.last_offset < cut] or fetched.batches[:1]

@@ -444,8 +444,19 @@ class Log:
         if (state := self._transactions) is not None:
             return state
         with self._transactions_scan:   # one scan at a time
+            failures = 0
             while (state := self._transactions) is None:
-                self._scan_transactions()
+                try:
+                    self._scan_transactions()
+                except (OSError, ValueError):
+                    # A segment the scan picked up went meanwhile (retention, the cleaner's swap): scan
+                    # the current ones again; a log closed meanwhile is an unknown partition.
+                    if self.closed:
+                        raise UnknownTopicOrPartitionError(
+                            f"{self.topic_partition}: the log was closed during its transaction scan") from None
+                    failures += 1
+                    if failures == 3:
+                        raise
             return state
 
     def _scan_transactions(self) -> None:

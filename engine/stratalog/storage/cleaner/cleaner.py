@@ -115,9 +115,12 @@ class OffsetMapDecision:
 class _Transactions:
     """Aborted-transaction and producer knowledge, each scanned only once a pass needs it."""
 
-    def __init__(self, log: Log, now_ms: int = 0) -> None:
+    def __init__(self, log: Log, now_ms: int = 0, *, from_offset: int = 0) -> None:
         self._log = log
         self._now_ms = now_ms
+        # A pass fed from ``from_offset`` on meets no marker below it: a transaction that ended there
+        # must not be tracked as open (Kafka's collectAbortedTransactions(start, end)).
+        self._from_offset = from_offset
         self._tracker: TransactionTracker | None = None
         self._producer_last_batches: set[int] | None = None
 
@@ -130,7 +133,8 @@ class _Transactions:
 
     def tracker(self) -> TransactionTracker:
         if self._tracker is None:
-            self._tracker = TransactionTracker(scan_aborted_transactions(self._log))
+            self._tracker = TransactionTracker([t for t in scan_aborted_transactions(self._log)
+                                                if t.last_offset >= self._from_offset])
         return self._tracker
 
 
@@ -147,7 +151,7 @@ class Cleaner:
         offset_map = self.offset_map
         offset_map.clear()
         segments = [s for s in log.segments if s.base_offset < end and s.next_offset() > start]
-        transactions = _Transactions(log)
+        transactions = _Transactions(log, from_offset=start)
         for index, segment in enumerate(segments):
             next_base = segments[index + 1].base_offset if index + 1 < len(segments) else end
             _, position = segment.offset_index.lookup(start)

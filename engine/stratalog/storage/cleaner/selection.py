@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from stratalog.common.errors import StratalogError
 from stratalog.storage.log import Log
 from stratalog.common.names import TopicPartition
 from stratalog.storage.segment import LogSegment
@@ -59,7 +60,11 @@ def cleanable_range(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int,
     start, end = log.log_start_offset, log.log_end_offset
     reset = checkpoint is None or checkpoint < start or checkpoint > end
     first_dirty = start if reset or checkpoint is None else checkpoint
-    candidates = [log.last_stable_offset(), segments[-1].base_offset]
+    try:
+        stable = log.last_stable_offset()
+    except (StratalogError, OSError):
+        stable = start   # unknown (the log closing, its files going): clean nothing of it this round
+    candidates = [stable, segments[-1].base_offset]
     lag = max(log.config.min_compaction_lag_ms, 0)
     if lag > 0:
         for segment in segments[:-1]:
