@@ -36,6 +36,10 @@ class AgentOptions:
     service_account: str = "stratalog-agent"
     image_pull_policy: str = "IfNotPresent"
     run_as_user: int = 10001
+    # An init step, as root with CHOWN and FOWNER only, giving each data volume's top directory to
+    # the agent's user: for storage classes that apply no fsGroup (the in-tree hostPath provisioner).
+    # The restricted Pod Security Standard forbids it, so it is off unless the chart turns it on.
+    volume_permissions: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,22 @@ def _claim(logdir: Mapping[str, Any], volume: Mapping[str, Any], delete_claim: b
 def _restricted() -> Json:
     return {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _volume_permissions(agent: Json, options: AgentOptions) -> Json:
+    """``chown`` of each data volume's top directory to the agent's user (not recursive: the engine
+    creates everything below it), then ``chmod u+rwx``."""
+    paths = [m["mountPath"] for m in agent["volumeMounts"] if m["mountPath"].startswith(f"{DATA_ROOT}/")]
+    user = options.run_as_user
+    return {
+        "name": "volume-permissions", "image": agent["image"], "imagePullPolicy": agent["imagePullPolicy"],
+        "command": ["sh", "-c", f'chown {user}:{user} "$@" && chmod u+rwx "$@"', "volume-permissions", *paths],
+        "securityContext": {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [m for m in agent["volumeMounts"] if m["mountPath"] in paths],
+    }
 
 
 def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Children:
@@ -136,6 +156,7 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
     }
     if engine.get("resources"):
         container["resources"] = engine["resources"]
+    init_containers = [_volume_permissions(container, options)] if options.volume_permissions and volumes else []
     statefulset: Json = {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": statefulset_name(name), "labels": labels(name), "ownerReferences": owner},
@@ -154,6 +175,7 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
                     "securityContext": {"runAsNonRoot": True, "runAsUser": options.run_as_user,
                                         "runAsGroup": options.run_as_user, "fsGroup": options.run_as_user,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                    **({"initContainers": init_containers} if init_containers else {}),
                     "containers": [container],
                     "volumes": pod_volumes,
                 },

@@ -45,6 +45,11 @@ def register(sub: Any) -> None:
     op.add_argument("--agent-image-pull-policy", choices=["Always", "IfNotPresent", "Never"],
                     default=os.environ.get("STRATALOG_IMAGE_PULL_POLICY", "IfNotPresent"),
                     help="imagePullPolicy of the agent pods (default: $STRATALOG_IMAGE_PULL_POLICY or IfNotPresent)")
+    op.add_argument("--agent-volume-permissions", action=argparse.BooleanOptionalAction,
+                    default=os.environ.get("STRATALOG_AGENT_VOLUME_PERMISSIONS", "false").lower() == "true",
+                    help="give each agent volume to the agent's user in a root init step, for storage classes "
+                         "that apply no fsGroup; not allowed under restricted Pod Security (default: "
+                         "$STRATALOG_AGENT_VOLUME_PERMISSIONS or false)")
     op.add_argument("--resync-seconds", type=float, default=300.0,
                     help="reconcile everything this often, besides watch events (default 300)")
     op.add_argument("--peering", default=None, metavar="NAME",
@@ -97,7 +102,8 @@ def _run_operator(args: argparse.Namespace) -> int:
     host, port = args.metrics_listen
     options = OperatorOptions(namespaces=tuple(args.namespace), metrics_host=host, metrics_port=port,
                               agent=AgentOptions(image=args.image, service_account=args.agent_service_account,
-                                                 image_pull_policy=args.agent_image_pull_policy),
+                                                 image_pull_policy=args.agent_image_pull_policy,
+                                                 volume_permissions=args.agent_volume_permissions),
                               resync_seconds=args.resync_seconds, peering=args.peering)
     return main(options, log_level=args.log_level)
 

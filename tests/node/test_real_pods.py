@@ -4,7 +4,8 @@ One story, test by test, on one release: the chart installs into a namespace tha
 restricted Pod Security Standard; a LogDir with two volumes gets two bound claims and a Ready agent
 pod; a Topic's records go through the LogDir's Service from a client pod and through
 ``kubectl port-forward``; the agent pod, deleted, comes back with every acknowledged record; on a
-provisioner that applies no fsGroup the agent says why it cannot start; ``helm upgrade`` rolls the
+provisioner that applies no fsGroup the agent says why it cannot start, and with the chart's
+volume-permissions step (baseline Pod Security) it starts; ``helm upgrade`` rolls the
 operator; ``helm uninstall`` keeps the claims. Then GitOps: the examples applied server-side show no
 drift once the operator has acted on them.
 """
@@ -178,6 +179,27 @@ def test_on_a_provisioner_that_applies_no_fsgroup_the_agent_says_who_owns_its_di
     assert get(node, "pvc", "dir-hp-data-0")["status"]["phase"] == "Bound"
     assert condition(get(node, "logdir", "dir-hp"), "Ready").get("status") != "True"
     node.kubectl("-n", NS, "delete", "logdir", "dir-hp", timeout=180)
+
+
+def test_with_the_volume_permissions_step_a_hostpath_logdir_goes_ready_under_baseline_pod_security(node):
+    """The chart's agent.volumePermissions: a root init step with CHOWN and FOWNER only, which the
+    baseline standard allows, gives the hostPath volumes to the agent; it starts and goes Ready."""
+    ns = "hostpath"
+    node.kubectl("create", "namespace", ns)
+    node.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline")
+    repository, tag = node.image.rsplit(":", 1)
+    node.run("helm", "install", "hostpath", str(REPO / "charts" / "stratalog"), "-n", ns,
+             "--set", f"image.repository={repository}", "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
+             "--set", "agent.volumePermissions.enabled=true", "--wait", "--timeout", "180s", timeout=240)
+    node.kubectl("-n", ns, "apply", "-f", "-", input=logdir("dir-hp", "hostpath"))
+    node.wait_for("LogDir dir-hp Ready=True on hostPath volumes", lambda: condition(json.loads(node.kubectl(
+        "-n", ns, "get", "logdir", "dir-hp", "-o", "json")), "Ready").get("status") == "True", timeout=240,
+        namespace=ns)
+    pod = json.loads(node.kubectl("-n", ns, "get", "pod", "dir-hp-0", "-o", "json"))
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["volume-permissions"]
+    claims = json.loads(node.kubectl("-n", ns, "get", "pvc", "-o", "json"))["items"]
+    assert {c["spec"]["storageClassName"] for c in claims} == {"hostpath"} and len(claims) == 2
+    node.run("helm", "uninstall", "hostpath", "-n", ns, "--wait", timeout=240)
 
 
 def test_helm_upgrade_with_changed_values_rolls_the_operator_and_it_comes_back_ready(release):

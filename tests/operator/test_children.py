@@ -202,3 +202,19 @@ def test_dropping_a_field_from_the_spec_changes_the_statefulsets_spec_hash() -> 
     with_limits = desired_children(logdir(engine={"resources": {"limits": {"memory": "1Gi"}}}), OPTIONS)
     without = desired_children(logdir(), OPTIONS)
     assert with_limits.statefulset["metadata"]["annotations"] != without.statefulset["metadata"]["annotations"]
+
+
+def test_the_volume_permissions_step_gives_each_volume_to_the_agent_only_when_asked() -> None:
+    plain = desired_children(logdir(), OPTIONS).statefulset["spec"]["template"]["spec"]
+    assert "initContainers" not in plain
+    options = AgentOptions(image="registry.test/stratalog:dev", service_account="agents", volume_permissions=True)
+    pod = desired_children(logdir(), options).statefulset["spec"]["template"]["spec"]
+    [step] = pod["initContainers"]
+    paths = ["/var/lib/stratalog/data-0", "/var/lib/stratalog/data-1"]
+    assert step["command"][-2:] == paths and "chown 10001:10001" in step["command"][2]
+    assert [m["mountPath"] for m in step["volumeMounts"]] == paths
+    security = step["securityContext"]
+    # Root, but only to change owners: every other capability dropped, nothing gained after exec.
+    assert security["runAsUser"] == 0 and security["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
+    assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
+    assert pod["containers"][0]["securityContext"] == plain["containers"][0]["securityContext"]
