@@ -3,11 +3,12 @@
 One story, test by test, on one release: the chart installs into a namespace that enforces the
 restricted Pod Security Standard; a LogDir with two volumes gets two bound claims and a Ready agent
 pod; a Topic's records go through the LogDir's Service from a client pod and through
-``kubectl port-forward``; the agent pod, deleted, comes back with every acknowledged record; on a
-provisioner that applies no fsGroup the agent says why it cannot start, and with the chart's
-volume-permissions step (baseline Pod Security) it starts; ``helm upgrade`` rolls the
-operator; ``helm uninstall`` keeps the claims. Then GitOps: the examples applied server-side show no
-drift once the operator has acted on them.
+``kubectl port-forward``; the agent pod, deleted, comes back with every acknowledged record; a
+settings change rolls it, and retention and compaction then run on its timers; a volume resize
+the storage class refuses is reported on the LogDir; on a provisioner that applies no fsGroup the
+agent says why it cannot start, and with the chart's volume-permissions step (baseline Pod
+Security) it starts; ``helm upgrade`` rolls the operator; ``helm uninstall`` keeps the claims.
+Then GitOps: the examples applied server-side show no drift once the operator has acted on them.
 """
 
 from __future__ import annotations
@@ -19,59 +20,21 @@ from typing import Any
 
 import pytest
 
+from . import resources
 from .conftest import REPO, Node
+from .resources import CHART, condition, install, logdir, topic
 
 NS = "stratalog"
 RELEASE = "stratalog"
-RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]}}
-
-
-def logdir(name: str, storage_class: str, volumes: int = 2) -> str:
-    return json.dumps({
-        "apiVersion": "stratalog.io/v1alpha1", "kind": "LogDir",
-        "metadata": {"name": name, "labels": {"stratalog.io/pool": name}},
-        "spec": {"volumes": [{"name": f"data-{i}", "size": "1Gi", "storageClassName": storage_class}
-                             for i in range(volumes)],
-                 "engine": {"resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}}})
-
-
-def topic(name: str, pool: str, partitions: int) -> str:
-    return json.dumps({"apiVersion": "stratalog.io/v1alpha1", "kind": "Topic", "metadata": {"name": name},
-                       "spec": {"partitions": partitions, "replicas": 1,
-                                "logDirSelector": {"matchLabels": {"stratalog.io/pool": pool}}}})
-
-
-def condition(resource: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in (resource.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
 
 def get(node: Node, *what: str) -> dict[str, Any]:
-    out = node.kubectl("-n", NS, "get", *what, "-o", "json", check=False)
-    return json.loads(out) if out.strip() else {}
-
-
-def client(node: Node, name: str, script: str) -> str:
-    """Run ``script`` in a pod of the project's image (restricted like any pod here); its output."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-           "spec": {"restartPolicy": "Never",
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [{"name": "client", "image": node.image, "imagePullPolicy": "Never",
-                                    "command": ["sh", "-ec", textwrap.dedent(script)],
-                                    "securityContext": RESTRICTED_CONTAINER}]}}
-    node.kubectl("-n", NS, "apply", "-f", "-", input=json.dumps(pod))
-    node.wait_for(f"client pod {name} to finish", lambda: get(node, "pod", name).get("status", {}).get(
-        "phase") in ("Succeeded", "Failed"), timeout=120, namespace=NS)
-    logs = node.kubectl("-n", NS, "logs", name)
-    phase = get(node, "pod", name)["status"]["phase"]
-    node.kubectl("-n", NS, "delete", "pod", name, "--wait=false")
-    assert phase == "Succeeded", f"client pod {name} failed:\n{logs}"
-    return logs
+    return resources.get(node, NS, *what)
 
 
 def produce_and_read(node: Node, name: str, values: list[str]) -> list[dict[str, Any]]:
     lines = "\n".join(json.dumps({"key": v, "value": v}) for v in values)
-    out = client(node, name, f"""
+    out = resources.client(node, NS, name, f"""
         printf '%s\\n' '{lines}' | stratalog produce --server http://dir-a:8092 --topic orders
         for p in 0 1 2; do stratalog consume --server http://dir-a:8092 --topic orders --partition $p; done
         """)
@@ -83,10 +46,7 @@ def release(node: Node) -> Node:
     node.kubectl("create", "namespace", NS)
     node.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=restricted",
                  "pod-security.kubernetes.io/enforce-version=latest")
-    repository, tag = node.image.rsplit(":", 1)
-    node.run("helm", "install", RELEASE, str(REPO / "charts" / "stratalog"), "-n", NS,
-             "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-             "--set", "image.pullPolicy=Never", "--wait", "--timeout", "180s", timeout=240)
+    install(node, RELEASE, NS)
     return node
 
 
@@ -162,6 +122,66 @@ def test_a_deleted_agent_pod_comes_back_from_its_statefulset_with_every_acknowle
         {(r["partition"], r["offset"], r["value"]) for r in after}
 
 
+def test_a_settings_change_rolls_the_agent_pod_and_its_timers_then_run_retention_and_compaction(release):
+    """The LogDir's engine settings are the pod's configuration: changing them rolls the pod. With the
+    new intervals, the agent's own timers run retention and the cleaner inside the pod, and the
+    Topic's status figures show it (segments gone, log start moved, last clean time)."""
+    node = release
+    uid = get(node, "pod", "dir-a-0")["metadata"]["uid"]
+    node.kubectl("-n", NS, "patch", "logdir", "dir-a", "--type=merge", "-p", json.dumps(
+        {"spec": {"engine": {"settings": {"log.retention.check.interval.ms": 1000,
+                                          "log.cleaner.backoff.ms": 1000}}}}))
+    node.wait_for("dir-a-0 rolled and Ready", lambda: (p := get(node, "pod", "dir-a-0")) and p["metadata"]["uid"] != uid
+                  and condition(p, "Ready").get("status") == "True", timeout=240, namespace=NS)
+    engine_config = get(node, "configmap", "dir-a-engine")["data"]["engine.properties"]
+    assert "log.retention.check.interval.ms=1000" in engine_config, engine_config
+
+    small = {"segment.bytes": 200, "file.delete.delay.ms": 1000}
+    node.kubectl("-n", NS, "apply", "-f", "-", input=topic("expiring", "dir-a", 1, config={
+        **small, "cleanup.policy": ["delete"], "retention.ms": 2000}))
+    node.kubectl("-n", NS, "apply", "-f", "-", input=topic("profiles", "dir-a", 1, config={
+        **small, "cleanup.policy": ["compact"], "min.cleanable.dirty.ratio": 0.01, "min.compaction.lag.ms": 0}))
+    for name in ("expiring", "profiles"):
+        node.wait_for(f"Topic {name} placed", lambda: condition(get(node, "topic", name), "PartitionsPlaced").get(
+            "status") == "True", timeout=120, namespace=NS)
+    values = [{"key": f"k{i % 4}", "value": f"v{i}"} for i in range(24)]
+    resources.produce(node, NS, "client-maintenance", "http://dir-a:8092", "expiring", values)
+    resources.produce(node, NS, "client-compacted", "http://dir-a:8092", "profiles", values)
+
+    def figures(name: str) -> dict[str, Any]:
+        status = get(node, "topic", name).get("status") or {}
+        return ((status.get("logDirs") or {}).get("dir-a") or {}).get("partitions", {}).get("0") or {}
+
+    expired = node.wait_for("retention to delete expiring's segments", lambda: (f := figures("expiring")).get(
+        "lastRetentionTime") and f["logStartOffset"] > 0 and f, timeout=180, namespace=NS)
+    assert expired["logEndOffset"] == 24 and expired["logStartOffset"] <= 24, expired
+    cleaned = node.wait_for("the cleaner to compact profiles", lambda: (f := figures("profiles")).get(
+        "lastCleanTime") and f, timeout=180, namespace=NS)
+    assert cleaned["logEndOffset"] == 24, cleaned
+    kept = resources.consume(node, NS, "client-compacted-read", "http://dir-a:8092", "profiles", 1)
+    latest = {r["key"]: r["value"] for r in kept}
+    assert latest == {f"k{k}": f"v{20 + k}" for k in range(4)}, kept
+    assert len(kept) < len(values), f"nothing was compacted away: {len(kept)} records read"
+
+
+def test_a_volume_resize_the_storage_class_refuses_is_reported_on_the_logdir(release):
+    """Neither provisioner here can grow a volume (local-path and the hostPath provisioner allow no
+    expansion), so the API server refuses the claim's resize; the LogDir says so in its
+    StorageResizing condition and a Warning event, and its agent keeps serving."""
+    node = release
+    node.kubectl("-n", NS, "patch", "logdir", "dir-a", "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/volumes/1/size", "value": "2Gi"}]))
+    refused = node.wait_for("StorageResizing=False ResizeRefused", lambda: (c := condition(
+        get(node, "logdir", "dir-a"), "StorageResizing")).get("reason") == "ResizeRefused" and c,
+        timeout=120, namespace=NS)
+    assert refused["status"] == "False" and "dir-a-data-1" in refused["message"], refused
+    events = get(node, "events", "--field-selector", "involvedObject.name=dir-a,reason=ResizeRefused")["items"]
+    assert events and all(e["type"] == "Warning" for e in events), events
+    claim = get(node, "pvc", "dir-a-data-1")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert condition(get(node, "logdir", "dir-a"), "Ready").get("status") == "True"
+
+
 def test_on_a_provisioner_that_applies_no_fsgroup_the_agent_says_who_owns_its_directory(release):
     """Kubernetes' hostPath provisioner makes root-owned 0750 directories and applies no fsGroup; the
     restricted standard forbids a root init step that could fix it. The claim binds, and the agent
@@ -187,10 +207,7 @@ def test_with_the_volume_permissions_step_a_hostpath_logdir_goes_ready_under_bas
     ns = "hostpath"
     node.kubectl("create", "namespace", ns)
     node.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline")
-    repository, tag = node.image.rsplit(":", 1)
-    node.run("helm", "install", "hostpath", str(REPO / "charts" / "stratalog"), "-n", ns,
-             "--set", f"image.repository={repository}", "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
-             "--set", "agent.volumePermissions.enabled=true", "--wait", "--timeout", "180s", timeout=240)
+    install(node, "hostpath", ns, "agent.volumePermissions.enabled=true")
     node.kubectl("-n", ns, "apply", "-f", "-", input=logdir("dir-hp", "hostpath"))
     node.wait_for("LogDir dir-hp Ready=True on hostPath volumes", lambda: condition(json.loads(node.kubectl(
         "-n", ns, "get", "logdir", "dir-hp", "-o", "json")), "Ready").get("status") == "True", timeout=240,
@@ -205,7 +222,7 @@ def test_with_the_volume_permissions_step_a_hostpath_logdir_goes_ready_under_bas
 def test_helm_upgrade_with_changed_values_rolls_the_operator_and_it_comes_back_ready(release):
     node = release
     [before] = get(node, "pods", "-l", "app.kubernetes.io/component=operator")["items"]
-    node.run("helm", "upgrade", RELEASE, str(REPO / "charts" / "stratalog"), "-n", NS, "--reuse-values",
+    node.run("helm", "upgrade", RELEASE, CHART, "-n", NS, "--reuse-values",
              "--set", "operator.logLevel=DEBUG", "--wait", "--timeout", "180s", timeout=240)
 
     def rolled() -> dict[str, Any] | None:
@@ -237,10 +254,7 @@ def test_the_examples_applied_server_side_show_no_drift_once_the_operator_has_ac
     and no other manager owns a field of spec, labels or annotations."""
     ns, manager = "gitops", "gitops-tool"
     node.kubectl("create", "namespace", ns)
-    repository, tag = node.image.rsplit(":", 1)
-    node.run("helm", "install", "gitops", str(REPO / "charts" / "stratalog"), "-n", ns,
-             "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-             "--set", "image.pullPolicy=Never", "--wait", "--timeout", "180s", timeout=240)
+    install(node, "gitops", ns)
     files = sorted((REPO / "examples").glob("*.yaml"))
     for path in files:
         node.kubectl("-n", ns, "apply", "--server-side", f"--field-manager={manager}", "-f", str(path))
