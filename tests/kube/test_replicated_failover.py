@@ -584,6 +584,66 @@ def test_with_no_isr_member_alive_a_partition_stays_offline_until_unclean_electi
     bed.kube.kubectl_run("-n", NS, "delete", "topic", topic)
 
 
+def test_a_retained_topic_deleted_stops_replicating_and_recreated_under_its_name_serves_again(bed):
+    """deletionPolicy Retain keeps a deleted Topic's data on its LogDirs, but the partitions stop
+    being replicas (Kafka's StopReplica without deletion): nothing more is acknowledged on them. A
+    Topic made again under the same name starts its partition records afresh at leader epoch 0; its
+    agents take them up (an engine that still held the old partition state at a higher epoch would
+    ignore them as stale), lead and follow again, and the retained records are still there."""
+    wait_for("every partition led and replicated", bed.settled, timeout=120, logs=bed.logs)
+    topic = "kept"
+    manifest = ("apiVersion: stratalog.io/v1alpha1\nkind: Topic\n"
+                f"metadata: {{name: {topic}}}\nspec: {{partitions: 1, replicas: 2, deletionPolicy: Retain, "
+                "config: {min.insync.replicas: 2}}\n")
+
+    def record() -> dict[str, Any]:
+        return bed.records(topic).get(0) or {}
+
+    def produce(logdir: str, value: bytes) -> requests.Response:
+        return requests.post(f"{bed.agents[logdir].base}/v1/topics/{topic}/partitions/0/records",
+                             data=kafka_batch([(b"k", value)]), params={"acks": "all"},
+                             headers={"Content-Type": "application/vnd.kafka.record-batch"}, timeout=30)
+
+    def led_in_sync() -> dict[str, Any] | None:
+        r = record()
+        if not r.get("leader") or len(r["isr"]) != 2:
+            return None
+        answer = requests.get(f"{bed.agents[r['leader']].base}/v1/topics/{topic}/partitions/0/offsets",
+                              params={"timestamp": -1}, timeout=10)
+        return r if answer.status_code == 200 else None
+
+    bed.kube.kubectl_run("-n", NS, "apply", "-f", "-", input=manifest)
+    first = wait_for("the two replicas in sync", led_in_sync, timeout=60, logs=bed.logs)
+    for value in (b"before-0", b"before-1"):
+        reply = produce(first["leader"], value)
+        assert reply.status_code == 200, reply.text
+    # A failover first, so that the engines hold the old partition at a leader epoch above 0.
+    bed.agents[first["leader"]].kill()
+    wait_for("the leadership moved", lambda: (r := record()).get("leader") not in (None, first["leader"]),
+             timeout=60, logs=bed.logs)
+    bed.agents[first["leader"]].start()
+    moved = wait_for("both replicas in sync again", led_in_sync, timeout=60, logs=bed.logs)
+    assert moved["leaderEpoch"] >= 1, moved
+
+    bed.kube.kubectl_run("-n", NS, "delete", "topic", topic, "--timeout=60s")
+    after_delete = produce(moved["leader"], b"after-delete")
+    assert after_delete.status_code == 421, after_delete.text
+
+    bed.kube.kubectl_run("-n", NS, "apply", "-f", "-", input=manifest)
+    again = wait_for("the recreated Topic led and in sync", led_in_sync, timeout=60, logs=bed.logs)
+    assert again["leaderEpoch"] == 0, again
+    reply = produce(again["leader"], b"recreated-0")
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["baseOffset"] == 2, reply.text   # the retained records keep their offsets
+    wait_for("one log end on both replicas", lambda: len({(s["logEndOffset"], s["highWatermark"]) for s in (
+        bed.stats(d, 0, topic) for d in again["replicas"])}) == 1, timeout=30, logs=bed.logs)
+    logs = {d: bed.log_bytes(d, 0, topic) for d in again["replicas"]}
+    assert len(set(logs.values())) == 1
+    assert [v for _, v in records_of(logs[again["leader"]])] == [b"before-0", b"before-1", b"recreated-0"]
+    bed.kube.kubectl_run("-n", NS, "patch", "topic", topic, "--type=merge", "-p", '{"spec":{"deletionPolicy":"Delete"}}')
+    bed.kube.kubectl_run("-n", NS, "delete", "topic", topic, "--timeout=60s")
+
+
 def test_a_leader_back_within_its_session_after_losing_its_unflushed_tail_loses_no_acknowledged_record(bed):
     """A power loss, simulated (no power can be cut here): SIGKILL, then the active segment cut
     where the page cache's unwritten tail began. The leader's agent dies, its log loses that tail, and it
