@@ -147,19 +147,18 @@ class Agent:
             if created:
                 outcome.event(body, "Normal", "PartitionsCreated",
                               f"LogDir {self.logdir}: created partitions {created} of {name}")
-        if actions.keep and self.replicas is not None:
-            # Kept on disk but no longer replicas (Kafka's StopReplica without deletion): nothing more
-            # is acknowledged on them, and a Topic made again under this name starts its records at
-            # leader epoch 0, which a state held from before would ignore as stale.
+        if actions.keep or actions.delete:
+            # Neither kept nor deleted partitions are replicas any more (Kafka's StopReplica, with or
+            # without deletion): nothing more is acknowledged on them, no fetch appends to a log being
+            # deleted, and a Topic made again under this name starts its records at leader epoch 0,
+            # which a state held from before would ignore as stale.
             with self.partitions_lock:
-                for p in actions.keep:
-                    self.replicas.remove(TopicPartition(name, p))
-        if actions.delete:
-            with self.partitions_lock:   # no replica state is applied to a log being deleted
                 if self.replicas is not None:
-                    for p in actions.delete:
+                    for p in (*actions.keep, *actions.delete):
                         self.replicas.remove(TopicPartition(name, p))
-                TopicAdmin(manager).delete_partitions(name, actions.delete)
+                if actions.delete:
+                    TopicAdmin(manager).delete_partitions(name, actions.delete)
+        if actions.delete:
             for p in actions.delete:
                 self.last_retention_ms.pop(TopicPartition(name, p), None)
             outcome.event(body, "Normal", "PartitionsDeleted",
