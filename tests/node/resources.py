@@ -7,6 +7,7 @@ it reaches the agents the way an application in the cluster does: by their Servi
 from __future__ import annotations
 
 import json
+import shlex
 import textwrap
 from typing import Any
 
@@ -17,11 +18,8 @@ RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesyst
                         "capabilities": {"drop": ["ALL"]}}
 
 
-def logdir(name: str, storage_class: str, volumes: int = 2, pool: str | None = None,
-           settings: dict[str, Any] | None = None) -> str:
-    engine: dict[str, Any] = {"resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
-    if settings:
-        engine["settings"] = settings
+def logdir(name: str, storage_class: str, volumes: int = 2, pool: str | None = None) -> str:
+    engine = {"resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
     return json.dumps({
         "apiVersion": "stratalog.io/v1alpha1", "kind": "LogDir",
         "metadata": {"name": name, "labels": {"stratalog.io/pool": pool or name}},
@@ -88,17 +86,28 @@ def python_client(node: Node, ns: str, name: str, code: str, *args: str, timeout
     return finish_pod(node, ns, name, timeout)
 
 
+def produce_script(server: str, topic_name: str, records: list[dict[str, str]], batch_records: int = 500) -> str:
+    """Shell lines that produce ``records`` (JSON lines, quoted for the shell) with the CLI."""
+    lines = "\n".join(json.dumps(r) for r in records)
+    return (f"printf '%s\\n' {shlex.quote(lines)} | stratalog produce --server {server} --topic {topic_name} "
+            f"--batch-records {batch_records}\n")
+
+
+def consume_script(server: str, topic_name: str, partitions: int) -> str:
+    """Shell lines that print every record of every partition as JSON lines."""
+    return (f"for p in $(seq 0 {partitions - 1}); do\n"
+            f"  stratalog consume --server {server} --topic {topic_name} --partition $p\n"
+            "done\n")
+
+
+def records_of(output: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in output.splitlines() if '"offset"' in line]
+
+
 def consume(node: Node, ns: str, name: str, server: str, topic_name: str, partitions: int) -> list[dict[str, Any]]:
-    out = client(node, ns, name, f"""
-        for p in $(seq 0 {partitions - 1}); do
-          stratalog consume --server {server} --topic {topic_name} --partition $p
-        done
-        """)
-    return [json.loads(line) for line in out.splitlines() if '"offset"' in line]
+    return records_of(client(node, ns, name, consume_script(server, topic_name, partitions)))
 
 
 def produce(node: Node, ns: str, name: str, server: str, topic_name: str, records: list[dict[str, str]]) -> None:
     """Each record in a batch of its own, so that tiny segments roll between them."""
-    lines = "\n".join(json.dumps(r) for r in records)
-    client(node, ns, name, f"printf '%s\\n' '{lines}' | "
-                           f"stratalog produce --server {server} --topic {topic_name} --batch-records 1")
+    client(node, ns, name, produce_script(server, topic_name, records, batch_records=1))

@@ -33,12 +33,10 @@ def get(node: Node, *what: str) -> dict[str, Any]:
 
 
 def produce_and_read(node: Node, name: str, values: list[str]) -> list[dict[str, Any]]:
-    lines = "\n".join(json.dumps({"key": v, "value": v}) for v in values)
-    out = resources.client(node, NS, name, f"""
-        printf '%s\\n' '{lines}' | stratalog produce --server http://dir-a:8092 --topic orders
-        for p in 0 1 2; do stratalog consume --server http://dir-a:8092 --topic orders --partition $p; done
-        """)
-    return [json.loads(line) for line in out.splitlines() if '"offset"' in line]
+    """One client pod: ``values`` produced to orders (as keys and values), then all of orders read back."""
+    server = "http://dir-a:8092"
+    script = resources.produce_script(server, "orders", [{"key": v, "value": v} for v in values]) if values else ""
+    return resources.records_of(resources.client(node, NS, name, script + resources.consume_script(server, "orders", 3)))
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ follower and rejoins the ISR, and every acknowledged record is on every replica,
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -75,13 +76,13 @@ print(f"DONE sent={i} failed={failed}", flush=True)
 
 # Runs in a checker pod: each replica's stats, and each leader's records from offset 0.
 CHECKER = """
-import json, sys, urllib.request
+import json, sys, urllib.error, urllib.request
 agents, topic, partitions = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3])
-out = {"stats": {}, "records": {}}
+out = {"stats": [], "records": {}}
 for agent in agents:
     for p in range(partitions):
         with urllib.request.urlopen(f"{agent}/v1/topics/{topic}/partitions/{p}", timeout=30) as reply:
-            out["stats"][f"{agent} {p}"] = json.load(reply)
+            out["stats"].append([p, json.load(reply)])
         try:
             offset, got = 0, []
             while True:
@@ -168,14 +169,17 @@ def test_a_deleted_leader_pod_under_acks_all_loses_nothing_and_comes_back_to_cat
     assert done.endswith(" failed=0"), f"produces that gave up after 60 s of retries: {done}"
     assert len(acked) > 40, done
 
+    checks = itertools.count()
+
     def caught_up() -> dict[str, Any] | None:
         if not settled(node):
             return None
-        state = json.loads(resources.python_client(node, NS, "checker", CHECKER, agents, TOPIC, str(PARTITIONS)))
-        marks = {(s["logEndOffset"], s["highWatermark"]) for s in state["stats"].values()}
-        ends = {p: {s["logEndOffset"] for k, s in state["stats"].items() if k.endswith(f" {p}")}
-                for p in range(PARTITIONS)}
-        return state if all(len(e) == 1 for e in ends.values()) and all(le == hw for le, hw in marks) else None
+        # A pod name of its own each time: the previous checker may still be terminating.
+        state = json.loads(resources.python_client(node, NS, f"checker-{next(checks)}", CHECKER, agents, TOPIC,
+                                                   str(PARTITIONS)))
+        marks = {(p, s["logEndOffset"], s["highWatermark"]) for p, s in state["stats"]}
+        # One log end per partition on every replica, and each replica's high watermark there too.
+        return state if len(marks) == PARTITIONS and all(le == hw for _, le, hw in marks) else None
 
     state = node.wait_for(f"{victim} back in every ISR with every replica at one log end", caught_up,
                           timeout=180, namespace=NS)
