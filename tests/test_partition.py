@@ -9,6 +9,7 @@ and each truncation case of the storage reference's §5.
 from __future__ import annotations
 
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,61 @@ def test_the_lag_clock_starts_at_the_last_catch_up(tmp_path, clock):
     clock.now += 1
     assert leader.maybe_shrink_isr() == frozenset({1})   # one ms more: out
     assert c.controller.state(TP).isr == (0,)
+
+
+# -- answering on an event loop -----------------------------------------------------------------------
+def test_a_fetch_answered_without_blocking_gives_the_same_answer_and_hands_back_the_isr_proposal(tmp_path, clock):
+    c = Cluster(tmp_path, clock, replicas=3)
+    c.controller.alter_partition(TP, 0, 0, (0, 1), 0)   # 2 is out
+    c.produce(0, b"a", acks=1)
+    leader, follower = c.partitions[0], c.partitions[2]
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    assert leader.log.high_watermark == 1
+    fetch = follower.next_fetch(1 << 20)                # offset 0: below the HW, no proposal
+    answer = leader.try_fetch_for_follower(fetch)
+    assert answer is not None
+    result, proposal = answer
+    assert proposal is None
+    assert result.data == leader.fetch_for_follower(fetch).data and result.log_end_offset == 1
+    follower.apply_fetch(fetch, result)
+    fetch = follower.next_fetch(1 << 20)
+    answer = leader.try_fetch_for_follower(fetch)       # 2 reaches the HW: it may join
+    assert answer is not None
+    _, proposal = answer
+    assert proposal is not None and 2 not in c.controller.state(TP).isr   # not sent by the fetch itself
+    proposal()
+    assert 2 in c.controller.state(TP).isr
+
+
+def test_a_fetch_that_would_block_is_left_to_a_thread(tmp_path, clock):
+    c = Cluster(tmp_path, clock, segment_bytes=200)
+    for value in (b"a", b"b", b"c", b"d"):
+        c.produce(0, value * 60, acks=1)
+    leader = c.partitions[0]
+    assert len(leader.log.segments) > 1
+    from_start = c.partitions[1].next_fetch(1 << 20)    # offset 0: off the tail, maybe off the page cache
+    assert leader.try_fetch_for_follower(from_start) is None
+    at_tail = ReplicaFetch(1, leader.log.log_end_offset, 0, 0, 1 << 20)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold(lock: object) -> None:
+        with lock:  # type: ignore[attr-defined]
+            held.set()
+            release.wait(5)
+
+    for lock in (leader.lock, leader.log.lock):         # an append (or a log task) in progress
+        held.clear()
+        release.clear()
+        holder = threading.Thread(target=hold, args=(lock,))
+        holder.start()
+        held.wait(5)
+        assert leader.try_fetch_for_follower(at_tail) is None
+        release.set()
+        holder.join()
+    assert leader.try_fetch_for_follower(at_tail) is not None
+    assert leader.remotes[1].log_end_offset == leader.log.log_end_offset   # only the answered fetch counted
 
 
 # -- fencing ------------------------------------------------------------------------------------------

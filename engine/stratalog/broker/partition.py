@@ -14,6 +14,7 @@ fetches between replicas, and a test can call these methods directly.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -227,6 +228,28 @@ class Partition:
         finally:
             if proposal is not None:  # to the controller outside the lock: it may be slow or away
                 self._send_proposal(*proposal)
+
+    def try_fetch_for_follower(self, fetch: ReplicaFetch
+                               ) -> tuple[ReplicaFetchResult, Callable[[], None] | None] | None:
+        """``fetch_for_follower`` for a caller that must not block (an event loop): None when the
+        partition or its log is locked, or when the read would start before the active segment
+        (older data may have left the page cache); the caller then asks ``fetch_for_follower`` on a
+        thread. The ISR proposal, if any, is handed back to be sent elsewhere: it waits for the
+        controller."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if not self.log.lock.acquire(blocking=False):
+                return None
+            try:
+                if fetch.fetch_offset < self.log.active_segment.base_offset:
+                    return None
+                result, proposal = self._fetch_for_follower(fetch)
+            finally:
+                self.log.lock.release()
+        finally:
+            self.lock.release()
+        return result, (functools.partial(self._send_proposal, *proposal) if proposal is not None else None)
 
     def _fetch_for_follower(self, fetch: ReplicaFetch
                             ) -> tuple[ReplicaFetchResult, tuple[PartitionState, tuple[int, ...]] | None]:

@@ -250,13 +250,21 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
 
-        def fetch_all() -> list[ReplicaFetchResult | StratalogError]:
-            out: list[ReplicaFetchResult | StratalogError] = []
-            budget = max_bytes
-            for tp, fetch in fetches:
+        def fetch_all(out: list[ReplicaFetchResult | StratalogError], *, blocking: bool
+                      ) -> list[ReplicaFetchResult | StratalogError]:
+            """Answers ``fetches`` from ``len(out)`` on; without ``blocking``, stops at the first that
+            would block (a busy lock, data off the tail), for a thread to finish."""
+            budget = max_bytes - sum(len(r.data) for r in out if isinstance(r, ReplicaFetchResult))
+            for tp, fetch in fetches[len(out):]:
                 try:
                     one = dataclasses.replace(fetch, max_bytes=max(min(fetch.max_bytes, budget), 0))
-                    result = replicas.fetch_for_follower(tp, one)
+                    if blocking:
+                        result = replicas.fetch_for_follower(tp, one)
+                    else:
+                        maybe = replicas.try_fetch_for_follower(tp, one)
+                        if maybe is None:
+                            return out
+                        result = maybe
                 except StratalogError as error:
                     out.append(error)
                     continue
@@ -266,7 +274,11 @@ class ReplicaManager:
 
         while True:
             events = [self.signals.event(tp) for tp, _ in fetches]
-            results = await self.run(fetch_all)
+            # The tail of a log is read here on the loop: a hop to the io pool and back costs a
+            # follower's round more than the read, and every acks=all produce waits for two rounds.
+            results = fetch_all([], blocking=False)
+            if len(results) < len(fetches):
+                results = await self.run(functools.partial(fetch_all, results, blocking=True))
             remaining = deadline - loop.time()
             size = sum(len(r.data) for r in results if isinstance(r, ReplicaFetchResult))
             urgent = any(isinstance(r, StratalogError) or r.diverging_epoch or r.out_of_range for r in results)

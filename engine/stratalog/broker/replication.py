@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -66,6 +67,9 @@ class ReplicaSet:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._expiry: threading.Thread | None = None
+        # ISR changes proposed from fetches answered on the event loop: AlterPartition waits for the
+        # controller, which must not hold up the loop (Kafka's AlterPartitionManager is asynchronous too).
+        self._proposals = ThreadPoolExecutor(1, thread_name_prefix="isr-proposals")
 
     @property
     def broker_id(self) -> int:
@@ -146,6 +150,32 @@ class ReplicaSet:
             self.on_high_watermark(tp)
         return result
 
+    def try_fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch) -> ReplicaFetchResult | None:
+        """``fetch_for_follower`` without blocking (for the event loop), or None: see
+        ``Partition.try_fetch_for_follower``. An ISR proposal goes to the proposals thread."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            raise NotLeaderOrFollowerError(f"replica fetch from {tp}: broker {self.broker_id} has no replica of it")
+        before = partition.log.high_watermark
+        answer = partition.try_fetch_for_follower(fetch)
+        if answer is None:
+            return None
+        result, proposal = answer
+        if proposal is not None:
+            self._proposals.submit(self._propose, tp, partition, proposal)
+        if partition.log.high_watermark != before:
+            self.on_high_watermark(tp)
+        return result
+
+    def _propose(self, tp: TopicPartition, partition: Partition, proposal: Callable[[], None]) -> None:
+        before = partition.log.high_watermark
+        try:
+            proposal()
+        except Exception:  # noqa: BLE001 - one failed proposal must not end the thread's work
+            logger.exception("%s: ISR proposal failed", tp)
+        if partition.log.high_watermark != before:
+            self.on_high_watermark(tp)
+
     def expire_lagging_followers(self) -> None:
         """Kafka's isr-expiration task: every leader drops the followers that fell behind."""
         for tp, partition in list(self.partitions.items()):
@@ -188,3 +218,4 @@ class ReplicaSet:
             fetcher.stop()
         if self._expiry is not None:
             self._expiry.join(timeout=5)
+        self._proposals.shutdown(wait=False, cancel_futures=True)
