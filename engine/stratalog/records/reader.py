@@ -10,8 +10,10 @@ report damage as ``CorruptRecordError`` naming a byte position, as ``walker`` de
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 from stratalog.common.errors import CorruptRecordError
+from stratalog.records import native
 from stratalog.records.batch_header import NO_TIMESTAMP, BatchHeader, TimestampType
 from stratalog.records.record import Record
 from stratalog.records.varint import VARLONG_MAX_BYTES, Buffer, decode_varint
@@ -67,6 +69,8 @@ def summarize_records(buf: Buffer, pos: int = 0, *, source: str | None = None) -
     header = checked_header(buf, pos, False, source)
     data, start, end, translate = records_region(buf, pos, header, source)
     try:
+        if native.kernel is not None:
+            return _summarize_natively(native.kernel, data, start, end, header)
         return _summarize(data, start, end, header)
     except CorruptRecordError as e:
         raise translate(e) from None
@@ -74,6 +78,29 @@ def summarize_records(buf: Buffer, pos: int = 0, *, source: str | None = None) -
         # _summarize reads record fields before checking them against the
         # record's end; only a record cut by the end of the data gets here.
         raise translate(CorruptRecordError(end, "last record's fields run past the end of the records")) from None
+
+
+def _summarize_natively(kernel: ModuleType, data: bytes, start: int, end: int, h: BatchHeader) -> RecordsSummary:
+    """``_summarize`` in the native kernel: the same walk, checks and errors, one call per batch."""
+    try:
+        min_ts, max_ts, max_ts_delta, first_keyless = kernel.summarize_records(
+            data, start, end, h.records_count, h.base_timestamp, h.last_offset_delta)
+    except kernel.RecordError as e:
+        raise CorruptRecordError(*e.args) from None
+    return _summary(data, start, h, min_ts, max_ts, max_ts_delta, first_keyless)
+
+
+def _summary(data: bytes, records_start: int, h: BatchHeader, min_ts: int, max_ts: int, max_ts_delta: int,
+             first_keyless: int) -> RecordsSummary:
+    count = h.records_count
+    if count == 0:
+        return RecordsSummary(0, NO_TIMESTAMP, NO_TIMESTAMP, -1, -1)
+    if h.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        # Decoded LogAppendTime records all carry the batch's maxTimestamp,
+        # so the first record is the first one holding it.
+        first_delta = _first_offset_delta(data, records_start)
+        return RecordsSummary(count, h.max_timestamp, h.max_timestamp, first_delta, first_keyless)
+    return RecordsSummary(count, min_ts, max_ts, max_ts_delta, first_keyless)
 
 
 def _summarize(data: bytes, p: int, end: int, h: BatchHeader) -> RecordsSummary:
@@ -168,14 +195,7 @@ def _summarize(data: bytes, p: int, end: int, h: BatchHeader) -> RecordsSummary:
         raise CorruptRecordError(
             p, f"Incorrect declared batch size, records still remaining in file: {end - p} bytes after {count} records"
         )
-    if count == 0:
-        return RecordsSummary(0, NO_TIMESTAMP, NO_TIMESTAMP, -1, -1)
-    if h.timestamp_type == TimestampType.LOG_APPEND_TIME:
-        # Decoded LogAppendTime records all carry the batch's maxTimestamp,
-        # so the first record is the first one holding it.
-        first_delta = _first_offset_delta(data, records_start)
-        return RecordsSummary(count, h.max_timestamp, h.max_timestamp, first_delta, first_keyless)
-    return RecordsSummary(count, min_ts, max_ts, max_ts_delta, first_keyless)
+    return _summary(data, records_start, h, min_ts, max_ts, max_ts_delta, first_keyless)
 
 
 def _first_offset_delta(data: bytes, p: int) -> int:

@@ -1,0 +1,78 @@
+//! stratalog's native record kernel: whole-batch work in one call, no Python object per record.
+//!
+//! Each function is the twin of a pure-Python one in `stratalog.records` (the reference and the
+//! fallback): same results, and for damaged input the same error at the same byte position, so the
+//! caller's `CorruptRecordError` reads the same whichever ran. Differential tests hold them to it.
+
+mod fault;
+mod summary;
+mod varint;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::prelude::*;
+
+use fault::Fault;
+
+create_exception!(stratalog_native, RecordError, PyValueError,
+                  "Damaged records: args are (byte position, reason), as CorruptRecordError takes them.");
+
+/// A read-only view of any contiguous buffer (bytes, bytearray, memoryview, mmap).
+struct Bytes {
+    buffer: PyBuffer<u8>,
+}
+
+impl Bytes {
+    fn of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+        let buffer = PyBuffer::<u8>::get(obj)?;
+        if !buffer.is_c_contiguous() {
+            return Err(PyValueError::new_err("expected a contiguous buffer"));
+        }
+        Ok(Bytes { buffer })
+    }
+
+    fn slice(&self) -> &[u8] {
+        // The buffer export pins the memory (a bytearray cannot resize while it is held).
+        unsafe { std::slice::from_raw_parts(self.buffer.buf_ptr() as *const u8, self.buffer.len_bytes()) }
+    }
+}
+
+fn raise(fault: Fault) -> PyErr {
+    match fault {
+        Fault::At(position, reason) => RecordError::new_err((position, reason)),
+        Fault::PastData => PyIndexError::new_err("a record's fields run past the end of the data"),
+    }
+}
+
+/// CRC-32C (Castagnoli) of the whole buffer, hardware-accelerated where the CPU has it.
+#[pyfunction(name = "crc32c")]
+fn crc32c_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let bytes = Bytes::of(data)?;
+    let slice = bytes.slice();
+    Ok(if slice.len() >= 4096 { py.detach(|| ::crc32c::crc32c(slice)) } else { ::crc32c::crc32c(slice) })
+}
+
+/// `summarize_records`' walk over `data[start:end]`: (min timestamp, max timestamp, offset delta of
+/// the max timestamp, index of the first keyless record or -1). Raises RecordError(position, reason),
+/// or IndexError for fields that run past the end of `data`, as the Python walk does.
+#[pyfunction]
+fn summarize_records(data: &Bound<'_, PyAny>, start: usize, end: usize, count: i64, base_timestamp: i64,
+                     last_offset_delta: i64) -> PyResult<(i128, i128, i128, i64)> {
+    let bytes = Bytes::of(data)?;
+    let slice = bytes.slice();
+    if start > end || end > slice.len() {
+        return Err(PyValueError::new_err(format!("records [{start}, {end}) outside a buffer of {} bytes",
+                                                 slice.len())));
+    }
+    let s = summary::summarize(slice, start, end, count, base_timestamp, last_offset_delta).map_err(raise)?;
+    Ok((s.min_timestamp, s.max_timestamp, s.offset_delta_of_max_timestamp, s.first_keyless_index))
+}
+
+#[pymodule]
+fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("RecordError", m.py().get_type::<RecordError>())?;
+    m.add_function(wrap_pyfunction!(crc32c_of, m)?)?;
+    m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
+    Ok(())
+}
