@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import struct
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -22,8 +24,12 @@ import stratalog_native
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stratalog.broker.topics import TopicAdmin
+from stratalog.common.config import EngineConfig
 from stratalog.common.errors import CorruptRecordError
 from stratalog.records import Compression, Header, Record, build_batch, native, summarize_records
+from stratalog.storage.cleaner.manager import LogCleaner
+from stratalog.storage.log_manager import LogManager
 
 T0 = 1_700_000_000_000
 RECORDS_START = 61
@@ -138,3 +144,77 @@ def test_an_unknown_kernel_setting_is_refused_by_name():
     result = _kernel_in_a_new_process("rust")
     assert result.returncode != 0
     assert "STRATALOG_KERNEL='rust': expected one of auto, python, native" in result.stderr
+
+
+# -- the cleaner: its offset map, and its walks over batches ------------------------------------------
+def _write_log(root: Path, seed: int, clock_ms: int) -> Path:
+    """A compacted partition of random batches (keyless records, tombstones, headers, several codecs,
+    LogAppendTime batches), over several segments; the same seed writes the same bytes."""
+    rng = random.Random(seed)
+    manager = LogManager([root], EngineConfig.from_properties({}), clock=lambda: clock_ms).open()
+    config = {"segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"}
+    # Written as a delete topic, then made compacted: keyless records get in only that way.
+    if rng.random() < 0.3:
+        config["message.timestamp.type"] = "LogAppendTime"
+    TopicAdmin(manager).create_topic("c", 1, {**config, "cleanup.policy": "delete"})
+    log = manager.get_log("c", 0)
+    for _ in range(rng.randint(20, 60)):
+        records = [Record(i, clock_ms - rng.randint(0, 5000),
+                          None if rng.random() < 0.05 else b"key-%d" % rng.randrange(12),
+                          None if rng.random() < 0.15 else rng.randbytes(rng.randint(0, 40)),
+                          tuple(Header(f"h{j}", rng.choice([None, b"x"])) for j in range(rng.choice([0, 0, 1, 2]))))
+                   for i in range(rng.randint(1, 6))]
+        codec = rng.choice([Compression.NONE] * 4 + [Compression.GZIP, Compression.LZ4])
+        log.append(build_batch(records, compression=codec))
+    log.roll()
+    TopicAdmin(manager).alter_topic_config("c", {**config, "cleanup.policy": "compact"})
+    manager.close()
+    return root
+
+
+def _clean_with(module: ModuleType | None, root: Path, clock_ms: int) -> tuple[dict[str, bytes], list[object]]:
+    with kernel(module):
+        manager = LogManager([root], EngineConfig.from_properties({}), clock=lambda: clock_ms).open()
+        stats = []
+        for now in (clock_ms, clock_ms + 1000, clock_ms + 10_000):   # then at, and past, the horizon
+            manager.clock = lambda: now   # noqa: B023 - used at once
+            if now != clock_ms:   # something new to clean, so the pass reaches the old tombstones
+                log = manager.get_log("c", 0)
+                log.append(build_batch([Record(0, now, b"fresh-%d" % now, b"x")]))
+                log.roll()
+            for report in LogCleaner(manager).run_pass(force=True):
+                s = report.stats
+                stats.append((report.end_offset, s.records_read, s.records_retained, s.records_removed,
+                              s.invalid_records, s.map_records))
+        manager.close()
+    return {p.name: p.read_bytes() for p in sorted((root / "c-0").glob("*.log"))}, stats
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 1 << 30))
+def test_a_log_cleaned_by_either_kernel_is_the_same_bytes(tmp_path_factory, seed):
+    clock_ms = 1_700_000_000_000
+    python = _clean_with(None, _write_log(tmp_path_factory.mktemp("python"), seed, clock_ms), clock_ms)
+    rust = _clean_with(stratalog_native, _write_log(tmp_path_factory.mktemp("native"), seed, clock_ms), clock_ms)
+    assert rust == python
+    assert python[1], "the cleaner ran"
+
+
+def test_keys_that_share_one_hash_in_the_native_map_keep_their_own_offsets():
+    offset_map = stratalog_native.OffsetMap(1 << 20, colliding=True)
+    for i in range(300):
+        assert offset_map.try_put(b"key-%d" % i, i)
+    assert offset_map.try_put(b"key-7", 1000)
+    assert [offset_map.get(b"key-%d" % i) for i in range(300)] == [1000 if i == 7 else i for i in range(300)]
+    assert offset_map.get(b"key-300") == -1
+
+
+def test_the_native_map_holds_a_short_key_in_about_32_bytes_and_never_outgrows_its_budget():
+    memory = 4 << 20
+    offset_map = stratalog_native.OffsetMap(memory, 0.9)
+    keys = 0
+    while offset_map.try_put(b"key-%08d" % keys, keys):   # 12 bytes, as the benchmark's keys
+        keys += 1
+    assert offset_map.used_bytes <= memory * 0.9 and offset_map.peak_bytes <= memory * 0.9
+    assert memory * 0.9 / keys <= 34, f"{memory * 0.9 / keys:.1f} bytes a key"
+    assert offset_map.try_put(b"key-00000000", -5) and offset_map.get(b"key-00000000") == -5   # known keys still move

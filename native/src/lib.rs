@@ -5,8 +5,10 @@
 //! caller's `CorruptRecordError` reads the same whichever ran. Differential tests hold them to it.
 
 mod fault;
+mod offset_map;
 mod summary;
 mod varint;
+mod walk;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -19,17 +21,27 @@ create_exception!(stratalog_native, RecordError, PyValueError,
                   "Damaged records: args are (byte position, reason), as CorruptRecordError takes them.");
 
 /// A read-only view of any contiguous buffer (bytes, bytearray, memoryview, mmap).
-struct Bytes {
+pub(crate) struct Bytes {
     buffer: PyBuffer<u8>,
 }
 
 impl Bytes {
-    fn of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    pub(crate) fn of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
         let buffer = PyBuffer::<u8>::get(obj)?;
         if !buffer.is_c_contiguous() {
             return Err(PyValueError::new_err("expected a contiguous buffer"));
         }
         Ok(Bytes { buffer })
+    }
+
+    /// The whole buffer, after checking that [start, end) lies within it.
+    pub(crate) fn region(&self, start: usize, end: usize) -> PyResult<&[u8]> {
+        let slice = self.slice();
+        if start > end || end > slice.len() {
+            return Err(PyValueError::new_err(format!("records [{start}, {end}) outside a buffer of {} bytes",
+                                                     slice.len())));
+        }
+        Ok(slice)
     }
 
     fn slice(&self) -> &[u8] {
@@ -38,7 +50,7 @@ impl Bytes {
     }
 }
 
-fn raise(fault: Fault) -> PyErr {
+pub(crate) fn raise(fault: Fault) -> PyErr {
     match fault {
         Fault::At(position, reason) => RecordError::new_err((position, reason)),
         Fault::PastData => PyIndexError::new_err("a record's fields run past the end of the data"),
@@ -60,11 +72,7 @@ fn crc32c_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
 fn summarize_records(data: &Bound<'_, PyAny>, start: usize, end: usize, count: i64, base_timestamp: i64,
                      last_offset_delta: i64) -> PyResult<(i128, i128, i128, i64)> {
     let bytes = Bytes::of(data)?;
-    let slice = bytes.slice();
-    if start > end || end > slice.len() {
-        return Err(PyValueError::new_err(format!("records [{start}, {end}) outside a buffer of {} bytes",
-                                                 slice.len())));
-    }
+    let slice = bytes.region(start, end)?;
     let s = summary::summarize(slice, start, end, count, base_timestamp, last_offset_delta).map_err(raise)?;
     Ok((s.min_timestamp, s.max_timestamp, s.offset_delta_of_max_timestamp, s.first_keyless_index))
 }
@@ -74,5 +82,6 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(crc32c_of, m)?)?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
+    m.add_class::<offset_map::OffsetMap>()?;
     Ok(())
 }

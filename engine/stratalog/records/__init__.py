@@ -16,6 +16,8 @@ that knows how records are laid out:
 * ``transactions`` - which batches belong to aborted transactions, from batches alone.
 * ``json_form`` - records as JSON for people (the CLI and the HTTP API).
 * ``varint`` - the ZigZag varints of v2 records.
+* ``native`` - which record kernel runs: the Rust one (``native/``) where it is installed, or this
+  package's pure Python, which stays the reference and the fallback.
 
 Every decoding function reports damaged or truncated bytes as
 ``stratalog.common.errors.CorruptRecordError`` naming the byte position, never as
@@ -53,10 +55,13 @@ from stratalog.records.compression import Compression, compress, decompress
 from stratalog.records.info import BatchInfo, decode_any, iter_batch_infos, peek_batch
 from stratalog.records.legacy import LegacyEntry, legacy_records, parse_legacy_entry
 from stratalog.records.varint import decode_varint, encode_varint
-from stratalog.records.walker import RecordColumns, walk_records
+from stratalog.records.builder import assemble_batch
+from stratalog.records.walker import RecordColumns, native_walk, walk_records
 
 __all__ = [
     "RecordColumns",
+    "assemble_batch",
+    "native_walk",
     "walk_records",
     "LOG_OVERHEAD",
     "MAGIC_OFFSET",

@@ -82,6 +82,39 @@ def build_batch(
         base_timestamp = delete_horizon_ms
 
     body, records_last_delta, records_max_ts = _encode_records(records, base_offset, base_timestamp)
+    return assemble_batch(body, len(records), base_timestamp, records_last_delta, records_max_ts,
+                          base_offset=base_offset, compression=compression, compression_level=compression_level,
+                          timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch,
+                          producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                          is_transactional=is_transactional, is_control=is_control,
+                          has_delete_horizon=delete_horizon_ms is not None, last_offset_delta=last_offset_delta,
+                          max_timestamp=max_timestamp)
+
+
+def assemble_batch(
+    body: bytes,
+    count: int,
+    base_timestamp: int,
+    records_last_delta: int,
+    records_max_ts: int,
+    *,
+    base_offset: int,
+    compression: Compression,
+    compression_level: int | None,
+    timestamp_type: TimestampType,
+    partition_leader_epoch: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    is_transactional: bool,
+    is_control: bool,
+    has_delete_horizon: bool,
+    last_offset_delta: int | None,
+    max_timestamp: int | None,
+) -> bytes:
+    """A v2 batch around ``count`` records already encoded (``body``, relative to ``base_timestamp``
+    and ``base_offset``, whose last offset delta and max timestamp are given): ``build_batch``'s
+    second half, shared with the native kernel's rebuild of a cleaned batch."""
     if last_offset_delta is None:
         last_offset_delta = records_last_delta
     elif not max(records_last_delta, 0) <= last_offset_delta <= INT32_MAX:
@@ -98,7 +131,7 @@ def build_batch(
         timestamp_type,
         is_transactional=is_transactional,
         is_control=is_control,
-        has_delete_horizon=delete_horizon_ms is not None,
+        has_delete_horizon=has_delete_horizon,
     )
     out = bytearray(V2_HEADER_SIZE)
     try:
@@ -117,7 +150,7 @@ def build_batch(
             producer_id,
             producer_epoch,
             base_sequence,
-            len(records),
+            count,
         )
     except struct.error as e:  # a field outside its int width
         raise ValueError(f"batch header field out of range: {e}") from e

@@ -9,6 +9,7 @@ report damage as ``CorruptRecordError`` naming a byte position, as ``walker`` de
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -22,6 +23,7 @@ from stratalog.records.walker import (
     RecordColumns,
     bad_length,
     checked_header,
+    native_walk,
     records_region,
     walk_records,
 )
@@ -66,11 +68,12 @@ def summarize_records(buf: Buffer, pos: int = 0, *, source: str | None = None) -
     check the CRC (``validate_batch`` does) nor the inside of keys, values and
     headers (``decode_records`` does).
     """
+    kernel = native.kernel
+    if kernel is not None:
+        return native_walk(buf, pos, functools.partial(_summarize_natively, kernel), verify_crc=False, source=source)
     header = checked_header(buf, pos, False, source)
     data, start, end, translate = records_region(buf, pos, header, source)
     try:
-        if native.kernel is not None:
-            return _summarize_natively(native.kernel, data, start, end, header)
         return _summarize(data, start, end, header)
     except CorruptRecordError as e:
         raise translate(e) from None
@@ -82,11 +85,8 @@ def summarize_records(buf: Buffer, pos: int = 0, *, source: str | None = None) -
 
 def _summarize_natively(kernel: ModuleType, data: bytes, start: int, end: int, h: BatchHeader) -> RecordsSummary:
     """``_summarize`` in the native kernel: the same walk, checks and errors, one call per batch."""
-    try:
-        min_ts, max_ts, max_ts_delta, first_keyless = kernel.summarize_records(
-            data, start, end, h.records_count, h.base_timestamp, h.last_offset_delta)
-    except kernel.RecordError as e:
-        raise CorruptRecordError(*e.args) from None
+    min_ts, max_ts, max_ts_delta, first_keyless = kernel.summarize_records(
+        data, start, end, h.records_count, h.base_timestamp, h.last_offset_delta)
     return _summary(data, start, h, min_ts, max_ts, max_ts_delta, first_keyless)
 
 

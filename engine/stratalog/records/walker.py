@@ -20,10 +20,12 @@ one running past the data raises IndexError, translated here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from stratalog.common.errors import CorruptRecordError
+from stratalog.records import native
 from stratalog.records.batch_header import (
     RECORDS_COUNT_OFFSET,
     V2_HEADER_SIZE,
@@ -36,6 +38,8 @@ from stratalog.records.batch_header import (
 from stratalog.records.compression import Compression, decompress
 from stratalog.records.record import Header, Record
 from stratalog.records.varint import VARLONG_MAX_BYTES, Buffer, decode_varint
+
+T = TypeVar("T")
 
 # attributes byte + one-byte timestampDelta, offsetDelta, keyLength,
 # valueLength and headerCount: no record body can be shorter.
@@ -110,6 +114,24 @@ def walk_records(buf: Buffer, pos: int, columns: RecordColumns, *, verify_crc: b
     if columns.timestamp_types is not None:
         columns.timestamp_types.extend([int(header.timestamp_type)] * header.records_count)
     return header
+
+
+def native_walk(buf: Buffer, pos: int, call: Callable[[bytes, int, int, BatchHeader], T], *,
+                verify_crc: bool = True, source: str | None = None) -> T:
+    """``call(data, start, end, header)``: a native kernel's walk over the records of the batch at
+    ``pos``, given exactly what ``walk_records`` checks first (header, CRC, decompression), its
+    errors placed in ``buf`` as ``walk_records`` places them."""
+    kernel = native.kernel
+    if kernel is None:
+        raise RuntimeError("native_walk without the native kernel")
+    header = checked_header(buf, pos, verify_crc, source)
+    data, start, end, translate = records_region(buf, pos, header, source)
+    try:
+        return call(data, start, end, header)
+    except kernel.RecordError as e:
+        raise translate(CorruptRecordError(*e.args)) from None
+    except IndexError:
+        raise translate(CorruptRecordError(end, "last record's fields run past the end of the records")) from None
 
 
 class ErrorPlacer:

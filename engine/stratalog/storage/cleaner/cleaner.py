@@ -38,6 +38,9 @@ from stratalog.storage.log import Log
 from stratalog.common.names import CLEANED_SUFFIX
 from stratalog.records import (
     BatchHeader,
+    Compression,
+    assemble_batch,
+    native_walk,
     BatchInfo,
     Record,
     TimestampType,
@@ -48,7 +51,7 @@ from stratalog.records import (
 )
 from stratalog.common.limits import INT32_MAX
 from stratalog.storage.segment import LogSegment
-from stratalog.storage.cleaner.offset_map import OffsetMap
+from stratalog.storage.cleaner.offset_map import KeyOffsetMap, NativeOffsetMap, native_map_of
 from stratalog.storage.cleaner.selection import LogToClean
 from stratalog.storage.cleaner.throttler import Throttler
 from stratalog.storage.cleaner.producers import last_batches_of_active_producers
@@ -100,7 +103,7 @@ class KeepDecision(Protocol):
 class OffsetMapDecision:
     """Kafka's rule: superseded when the offset map holds a later offset for the key."""
 
-    def __init__(self, offset_map: OffsetMap) -> None:
+    def __init__(self, offset_map: KeyOffsetMap) -> None:
         self.offset_map = offset_map
 
     @property
@@ -139,9 +142,11 @@ class _Transactions:
 
 
 class Cleaner:
-    def __init__(self, offset_map: OffsetMap, throttler: Throttler, *, progress: Progress | None = None,
+    def __init__(self, offset_map: KeyOffsetMap, throttler: Throttler, *, progress: Progress | None = None,
                  decision: KeepDecision | None = None) -> None:
         self.offset_map = offset_map
+        # The native kernel's map also walks batches: keys in, and records out, without Python objects.
+        self.native_map = native_map_of(offset_map)
         self.throttler = throttler
         self.progress = progress
         self.decision: KeepDecision = decision if decision is not None else OffsetMapDecision(offset_map)
@@ -179,6 +184,12 @@ class Cleaner:
                 return True
             if header.is_transactional and transactions.tracker().on_data_batch(header):
                 return True  # aborted data never enters the map
+            if self.native_map is not None:
+                native_map = self.native_map
+                walked, fitted = native_walk(data, 0, lambda records, begin, end, h: native_map.map_records(
+                    records, begin, end, h.records_count, h.base_offset, start))
+                stats.map_records += walked
+                return fitted
             records = decode_records(data)
         else:
             records = decode_any(data, 0)[1]
@@ -294,6 +305,19 @@ class Cleaner:
         # active producer's last batch (its sequence must survive), as Kafka's RETAIN_EMPTY.
         retain_empty = header.next_offset == round_upper_bound
 
+        if (self.native_map is not None and isinstance(self.decision, OffsetMapDecision) and not header.is_control
+                and not discard_batch and header.compression == Compression.NONE):
+            filtered = self._filter_natively(self.native_map, data, header, config, now_ms, stats)
+            if filtered is not None:
+                kept_count, rebuilt = filtered
+                if kept_count == 0:
+                    if retain_empty or transactions.is_last_batch_of_active_producer(header):
+                        return self._empty_batch(header), header.last_offset, header.max_timestamp
+                    return None
+                if rebuilt is None:
+                    return data, header.last_offset, header.max_timestamp
+                return rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp
+
         records = decode_records(data)
         stats.records_read += len(records)
         if discard_batch:
@@ -317,6 +341,36 @@ class Cleaner:
         horizon = now_ms + config.delete_retention_ms if needs_horizon else header.delete_horizon_ms
         rebuilt = self._rebuild(header, kept, horizon)
         return rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp
+
+    def _filter_natively(self, native_map: NativeOffsetMap, data: bytes, header: BatchHeader, config: LogConfig,
+                         now_ms: int, stats: CleanerStats) -> tuple[int, bytes | None] | None:
+        """``_keep_record`` over an uncompressed data batch in the native kernel, and its rebuild as
+        ``_rebuild`` makes it (kept records' bytes copied, their deltas encoded anew): the number of
+        records kept and the rebuilt batch (None: the batch stays as it is). None where the kernel
+        leaves the batch to ``build_batch`` (records it would refuse)."""
+        log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        reach = self.decision.reach
+        answer = native_walk(data, 0, lambda records, begin, end, h: native_map.filter_records(
+            records, begin, end, h.records_count, h.base_offset, h.base_timestamp,
+            h.max_timestamp if log_append else None, reach, h.delete_horizon_ms, now_ms, config.delete_retention_ms,
+            h.last_offset_delta))
+        if answer is None:
+            return None
+        kept, invalid, rebuilt = answer
+        stats.records_read += header.records_count
+        stats.invalid_records += invalid
+        stats.records_retained += kept
+        stats.records_removed += header.records_count - kept
+        if rebuilt is None:
+            return kept, None
+        body, base_timestamp, horizon, last_delta, max_timestamp = rebuilt
+        return kept, assemble_batch(
+            body, kept, base_timestamp, last_delta, max_timestamp, base_offset=header.base_offset,
+            compression=Compression.NONE, compression_level=None, timestamp_type=header.timestamp_type,
+            partition_leader_epoch=header.partition_leader_epoch, producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional, is_control=False, has_delete_horizon=horizon is not None,
+            last_offset_delta=header.last_offset_delta, max_timestamp=header.max_timestamp if log_append else None)
 
     def _keep_record(self, record: Record, header: BatchHeader, now_ms: int, stats: CleanerStats) -> bool:
         decision = self.decision

@@ -21,7 +21,7 @@ from stratalog.storage.log_manager import LogManager
 from stratalog.common.names import TopicPartition
 from stratalog.storage.retention import Deletion, delete_old_segments
 from stratalog.storage.cleaner.cleaner import Cleaner, CleanerStats, Progress
-from stratalog.storage.cleaner.offset_map import OffsetMap
+from stratalog.storage.cleaner.offset_map import new_offset_map
 from stratalog.storage.cleaner.selection import LogToClean, log_to_clean, pick_filthiest
 from stratalog.storage.cleaner.throttler import Throttler
 
@@ -143,7 +143,7 @@ class LogCleaner:
         tp = to_clean.topic_partition
         log = self.manager.get_log(tp.topic, tp.partition)
         status = self.status.setdefault(tp, PartitionCleanerStatus())
-        offset_map = OffsetMap(self.map_bytes, self.load_factor, self.hash_function)
+        offset_map = new_offset_map(self.map_bytes, self.load_factor, self.hash_function)
         bytes_before = log.size
         try:
             result = Cleaner(offset_map, self.throttler, progress=self.progress).clean(log, to_clean, now_ms)

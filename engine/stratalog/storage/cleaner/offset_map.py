@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
+
+from stratalog.records import native
 
 # CPython's cost of one entry: the dict slot (hash, key and value pointers plus index
 # share at 2/3 load) ~ 40 bytes, the bytes object header 33, the int 32.
@@ -97,3 +99,51 @@ class OffsetMap:
     def update_latest_offset(self, offset: int) -> None:
         if offset > self.latest_offset:
             self.latest_offset = offset
+
+
+class KeyOffsetMap(Protocol):
+    """What the cleaner asks of a map: this module's ``OffsetMap`` and the native kernel's both."""
+
+    @property
+    def latest_offset(self) -> int: ...
+    @property
+    def lookups(self) -> int: ...
+    def __len__(self) -> int: ...
+    @property
+    def used_bytes(self) -> int: ...
+    @property
+    def utilization(self) -> float: ...
+    def clear(self) -> None: ...
+    def try_put(self, key: bytes, offset: int) -> bool: ...
+    def get(self, key: bytes) -> int: ...
+    def update_latest_offset(self, offset: int) -> None: ...
+
+
+class NativeOffsetMap(KeyOffsetMap, Protocol):
+    """The native kernel's map (``stratalog_native.OffsetMap``): it also walks whole batches."""
+
+    def map_records(self, data: bytes, start: int, end: int, count: int, base_offset: int,
+                    from_offset: int) -> tuple[int, bool]: ...
+    def filter_records(self, data: bytes, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
+                       append_time: int | None, reach: int, delete_horizon: int | None, now_ms: int,
+                       delete_retention_ms: int, last_offset_delta: int
+                       ) -> tuple[int, int, tuple[bytes, int, int | None, int, int] | None] | None: ...
+
+
+def native_map_of(offset_map: KeyOffsetMap) -> NativeOffsetMap | None:
+    """``offset_map`` if it is the native kernel's, else None."""
+    kernel = native.kernel
+    if kernel is not None and isinstance(offset_map, kernel.OffsetMap):
+        return cast(NativeOffsetMap, offset_map)
+    return None
+
+
+def new_offset_map(memory_bytes: int, load_factor: float = 0.9,
+                   hash_function: Callable[[bytes], int] | None = None) -> KeyOffsetMap:
+    """The native kernel's map where it runs (the same contract, keys in an arena: about 32 bytes a
+    short key instead of this one's ~120), else this one. A forced hash function is this one's."""
+    kernel = native.kernel
+    if kernel is not None and hash_function is None:
+        native_map: KeyOffsetMap = kernel.OffsetMap(memory_bytes, load_factor)
+        return native_map
+    return OffsetMap(memory_bytes, load_factor, hash_function)

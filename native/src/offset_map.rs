@@ -1,0 +1,323 @@
+//! The cleaner's key → latest-offset map (`stratalog.storage.cleaner.offset_map.OffsetMap`'s twin),
+//! and the cleaner's walks that use it: mapping a batch's keys, filtering and rebuilding a batch.
+//!
+//! Kafka's `SkimpyOffsetMap` keeps only an MD5 of each key, so two keys with one digest share
+//! a slot and one of them loses its latest record. This map keeps the key bytes themselves (in
+//! one arena; a table entry is 16 bytes: where the key is, and its offset), so a shared hash
+//! costs a comparison, never a record. Its real allocation (table and arena) is what counts
+//! against `log.cleaner.dedupe.buffer.size` × load factor: with Kafka's usual short keys that
+//! is about 32 bytes a key, near Kafka's 24-byte slots at 0.9 load.
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::hash::BuildHasher;
+
+use crate::walk::{walk, RecordSpans};
+use crate::{raise, Bytes};
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key_at: u32,
+    key_len: u32,
+    offset: i64,
+}
+
+const MIN_ARENA_GROWTH: usize = 64 << 10;
+const INT32_MAX: i64 = i32::MAX as i64;
+
+#[pyclass(module = "stratalog_native")]
+pub struct OffsetMap {
+    table: HashTable<Entry>,
+    arena: Vec<u8>,
+    hasher: DefaultHashBuilder,
+    #[pyo3(get)]
+    memory_bytes: usize,
+    #[pyo3(get)]
+    budget: usize,
+    #[pyo3(get)]
+    latest_offset: i64,
+    #[pyo3(get)]
+    lookups: u64,
+    #[pyo3(get)]
+    peak_bytes: usize,
+    spans: Vec<RecordSpans>,
+    colliding: bool, // every key hashes alike: for tests that a shared hash never loses a record
+}
+
+fn key_of<'a>(arena: &'a [u8], e: &Entry) -> &'a [u8] {
+    &arena[e.key_at as usize..e.key_at as usize + e.key_len as usize]
+}
+
+impl OffsetMap {
+    fn hash(&self, key: &[u8]) -> u64 {
+        if self.colliding { 0 } else { self.hasher.hash_one(key) }
+    }
+
+    fn allocated(&self) -> usize {
+        self.table.allocation_size() + self.arena.capacity()
+    }
+
+    /// Room for one more key of `len` bytes within the budget, growing the table or the arena
+    /// only as far as the budget allows; false if it does not fit.
+    fn make_room(&mut self, len: usize) -> bool {
+        if len > u32::MAX as usize || self.arena.len() + len > u32::MAX as usize {
+            return false;
+        }
+        if self.table.len() == self.table.capacity() {
+            let entry = std::mem::size_of::<Entry>() + 1;
+            let grown = (self.table.capacity() + 1).next_power_of_two().max(4) * 2 * entry;
+            if grown + self.arena.capacity() > self.budget {
+                return false;
+            }
+            let (arena, hasher, colliding) = (&self.arena, &self.hasher, self.colliding);
+            self.table.reserve(self.table.capacity().max(3) + 1,
+                               |e| if colliding { 0 } else { hasher.hash_one(key_of(arena, e)) });
+        }
+        if self.arena.len() + len > self.arena.capacity() {
+            // Grown in steps that leave the table room to grow too (a small budget's included).
+            let want = (self.arena.capacity() / 2).max(MIN_ARENA_GROWTH.min(self.budget / 16)).max(len);
+            let room = self.budget.saturating_sub(self.table.allocation_size() + self.arena.capacity());
+            let grow = want.min(room);
+            if self.arena.len() + len > self.arena.capacity() + grow {
+                return false;
+            }
+            self.arena.reserve_exact(self.arena.capacity() + grow - self.arena.len());
+        }
+        self.peak_bytes = self.peak_bytes.max(self.allocated());
+        true
+    }
+
+    fn put(&mut self, key: &[u8], offset: i64) -> bool {
+        let hash = self.hash(key);
+        let arena = &self.arena;
+        if let Some(entry) = self.table.find_mut(hash, |e| key_of(arena, e) == key) {
+            entry.offset = offset;
+            return true;
+        }
+        if !self.make_room(key.len()) {
+            return false;
+        }
+        let entry = Entry { key_at: self.arena.len() as u32, key_len: key.len() as u32, offset };
+        self.arena.extend_from_slice(key);
+        let (arena, hasher, colliding) = (&self.arena, &self.hasher, self.colliding);
+        self.table.insert_unique(hash, entry, |e| if colliding { 0 } else { hasher.hash_one(key_of(arena, e)) });
+        true
+    }
+
+    fn latest(&mut self, key: &[u8]) -> i64 {
+        self.lookups += 1;
+        let hash = self.hash(key);
+        let arena = &self.arena;
+        self.table.find(hash, |e| key_of(arena, e) == key).map_or(-1, |e| e.offset)
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, n: i64) {
+    let mut v = ((n << 1) ^ (n >> 63)) as u64;
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        None => put_varint(out, -1),
+        Some(b) => {
+            put_varint(out, b.len() as i64);
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// The headers of a record (already walked, so well formed) in the builder's encoding.
+fn put_headers(out: &mut Vec<u8>, data: &[u8], spans: &RecordSpans) {
+    if spans.header_count == 0 {
+        out.push(0);
+        return;
+    }
+    let end = spans.headers.start + spans.headers.len as usize;
+    let read = |p: usize| crate::varint::decode(data, p, crate::varint::VARINT_MAX_BYTES, end)
+        .unwrap_or((0, p));
+    let (count, mut p) = read(spans.headers.start);
+    put_varint(out, count as i64);
+    for _ in 0..count {
+        let (key_len, next) = read(p);
+        let key = &data[next..next + key_len as usize];
+        put_nullable(out, Some(key));
+        let (value_len, next) = read(next + key_len as usize);
+        if value_len < 0 {
+            put_nullable(out, None);
+            p = next;
+        } else {
+            put_nullable(out, Some(&data[next..next + value_len as usize]));
+            p = next + value_len as usize;
+        }
+    }
+}
+
+#[pymethods]
+impl OffsetMap {
+    #[new]
+    #[pyo3(signature = (memory_bytes, load_factor = 0.9, colliding = false))]
+    fn new(memory_bytes: usize, load_factor: f64, colliding: bool) -> PyResult<Self> {
+        if memory_bytes == 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err("the offset map needs a positive memory budget"));
+        }
+        Ok(OffsetMap { table: HashTable::new(), arena: Vec::new(), hasher: DefaultHashBuilder::default(),
+                       memory_bytes, budget: (memory_bytes as f64 * load_factor) as usize, latest_offset: -1,
+                       lookups: 0, peak_bytes: 0, spans: Vec::new(), colliding })
+    }
+
+    fn __len__(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Bytes the map holds now (its table and key arena), which the budget bounds.
+    #[getter]
+    fn used_bytes(&self) -> usize {
+        self.allocated()
+    }
+
+    #[getter]
+    fn utilization(&self) -> f64 {
+        self.allocated() as f64 / self.memory_bytes as f64
+    }
+
+    fn clear(&mut self) {
+        self.table.clear();
+        self.arena.clear();
+        self.latest_offset = -1;
+    }
+
+    fn try_put(&mut self, key: &[u8], offset: i64) -> bool {
+        self.put(key, offset)
+    }
+
+    fn get(&mut self, key: &[u8]) -> i64 {
+        self.latest(key)
+    }
+
+    fn update_latest_offset(&mut self, offset: i64) {
+        if offset > self.latest_offset {
+            self.latest_offset = offset;
+        }
+    }
+
+    /// Every keyed record at or after `from_offset` of the records in `data[start:end]` into the
+    /// map: (records walked, whether all fitted). The walk checks them all first, as
+    /// `decode_records` does, so damaged records change nothing.
+    fn map_records(&mut self, data: &Bound<'_, PyAny>, start: usize, end: usize, count: i64, base_offset: i64,
+                   from_offset: i64) -> PyResult<(i64, bool)> {
+        let bytes = Bytes::of(data)?;
+        let data = bytes.region(start, end)?;
+        let mut spans = std::mem::take(&mut self.spans);
+        let walked = walk(data, start, end, count, &mut spans);
+        let result = match walked {
+            Err(fault) => Err(raise(fault)),
+            Ok(()) => {
+                let mut outcome = (spans.len() as i64, true);
+                for (i, record) in spans.iter().enumerate() {
+                    if let Some(key) = record.key.bytes(data) {
+                        if base_offset + record.offset_delta >= from_offset && !self.put(key, base_offset + record.offset_delta) {
+                            outcome = (i as i64 + 1, false);
+                            break;
+                        }
+                    }
+                }
+                Ok(outcome)
+            }
+        };
+        self.spans = spans;
+        result
+    }
+
+    /// The cleaner's choice for an uncompressed data batch's records (`Cleaner._keep_record`), and
+    /// the kept records encoded as `build_batch` encodes them when the batch must change.
+    ///
+    /// Returns (kept, keyless records dropped, rebuilt) where rebuilt is None when every record is
+    /// kept and no delete horizon is due, or when none is kept; else (records bytes, base timestamp,
+    /// delete horizon or None, last offset delta of the records, their max timestamp). Returns
+    /// None instead of all that where `build_batch` would refuse the records (offsets out of order
+    /// or past int32 of the base: a caller falls back to it, and to its error).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (data, start, end, count, base_offset, base_timestamp, append_time, reach,
+                        delete_horizon, now_ms, delete_retention_ms, last_offset_delta))]
+    fn filter_records<'py>(&mut self, py: Python<'py>, data: &Bound<'py, PyAny>, start: usize, end: usize,
+                           count: i64, base_offset: i64, base_timestamp: i64, append_time: Option<i64>, reach: i64,
+                           delete_horizon: Option<i64>, now_ms: i64, delete_retention_ms: i64,
+                           last_offset_delta: i64)
+                           -> PyResult<Option<(i64, i64, Option<(Bound<'py, PyBytes>, i64, Option<i64>, i64, i64)>)>> {
+        let bytes = Bytes::of(data)?;
+        let data = bytes.region(start, end)?;
+        let mut spans = std::mem::take(&mut self.spans);
+        if let Err(fault) = walk(data, start, end, count, &mut spans) {
+            self.spans = spans;
+            return Err(raise(fault));
+        }
+        let mut kept: Vec<usize> = Vec::with_capacity(spans.len());
+        let mut invalid = 0i64;
+        let mut has_tombstone = false;
+        for (i, record) in spans.iter().enumerate() {
+            let offset = base_offset + record.offset_delta;
+            let keep = if offset > reach {
+                true
+            } else if let Some(key) = record.key.bytes(data) {
+                if offset < self.latest(key) {
+                    false
+                } else if record.value.len >= 0 {
+                    true
+                } else {
+                    delete_horizon.is_none_or(|horizon| now_ms < horizon)
+                }
+            } else {
+                invalid += 1;
+                false
+            };
+            if keep {
+                has_tombstone |= record.value.len < 0;
+                kept.push(i);
+            }
+        }
+        let needs_horizon = has_tombstone && delete_horizon.is_none();
+        if kept.is_empty() || (kept.len() == spans.len() && !needs_horizon) {
+            self.spans = spans;
+            return Ok(Some((kept.len() as i64, invalid, None)));
+        }
+        let horizon = if needs_horizon { Some(now_ms + delete_retention_ms) } else { delete_horizon };
+        let timestamp = |r: &RecordSpans| append_time.unwrap_or(base_timestamp.wrapping_add(r.timestamp_delta));
+        let new_base = horizon.unwrap_or_else(|| timestamp(&spans[kept[0]]));
+        let mut out = Vec::with_capacity(end - start);
+        let mut body = Vec::with_capacity(256);
+        let mut previous = -1i64;
+        let mut max_ts = -1i64;
+        for &i in &kept {
+            let record = &spans[i];
+            let ts = timestamp(record);
+            let (delta, ts_delta) = (record.offset_delta, ts.checked_sub(new_base));
+            if delta <= previous || delta > INT32_MAX || ts_delta.is_none()
+                || (base_timestamp as i128 + record.timestamp_delta as i128) != ts as i128 && append_time.is_none() {
+                self.spans = spans;
+                return Ok(None);
+            }
+            previous = delta;
+            max_ts = max_ts.max(ts);
+            body.clear();
+            body.push(0); // attributes
+            put_varint(&mut body, ts_delta.unwrap_or(0));
+            put_varint(&mut body, delta);
+            put_nullable(&mut body, record.key.bytes(data));
+            put_nullable(&mut body, record.value.bytes(data));
+            put_headers(&mut body, data, record);
+            put_varint(&mut out, body.len() as i64);
+            out.extend_from_slice(&body);
+        }
+        self.spans = spans;
+        if !(previous.max(0) <= last_offset_delta && last_offset_delta <= INT32_MAX) {
+            return Ok(None);
+        }
+        Ok(Some((kept.len() as i64, invalid, Some((PyBytes::new(py, &out), new_base, horizon, previous, max_ts)))))
+    }
+}
