@@ -30,3 +30,6 @@ class OffsetMap:
                        append_time: int | None, reach: int, delete_horizon: int | None, now_ms: int,
                        delete_retention_ms: int, last_offset_delta: int
                        ) -> tuple[int, int, tuple[bytes, int, int | None, int, int] | None] | None: ...
+
+def scan_log(data: Buffer, base_offset: int, index_interval_bytes: int, latest_epoch: int | None
+             ) -> tuple[int, int, int, list[tuple[int, int, int, int]], list[tuple[int, int]]] | None: ...

@@ -6,6 +6,7 @@
 
 mod fault;
 mod offset_map;
+mod scan;
 mod summary;
 mod varint;
 mod walk;
@@ -77,11 +78,30 @@ fn summarize_records(data: &Bound<'_, PyAny>, start: usize, end: usize, count: i
     Ok((s.min_timestamp, s.max_timestamp, s.offset_delta_of_max_timestamp, s.first_keyless_index))
 }
 
+/// Recovery's scan of a segment's batches (see scan.rs): None for a log with v0/v1 entries, else
+/// (valid bytes, max timestamp, its offset, index points as (last offset, position, max timestamp,
+/// its offset), new leader epochs as (epoch, start offset)).
+#[pyfunction]
+#[pyo3(signature = (data, base_offset, index_interval_bytes, latest_epoch))]
+#[allow(clippy::type_complexity)]
+fn scan_log(py: Python<'_>, data: &Bound<'_, PyAny>, base_offset: i64, index_interval_bytes: usize,
+            latest_epoch: Option<i32>)
+            -> PyResult<Option<(usize, i64, i64, Vec<(i64, usize, i64, i64)>, Vec<(i32, i64)>)>> {
+    let bytes = Bytes::of(data)?;
+    let slice = bytes.slice();
+    let scanned = py.detach(|| scan::scan(slice, base_offset, index_interval_bytes, latest_epoch));
+    Ok(scanned.map(|s| (s.valid_bytes, s.max_timestamp, s.offset_of_max_timestamp,
+                        s.index.iter().map(|i| (i.last_offset, i.position, i.max_timestamp,
+                                                i.offset_of_max_timestamp)).collect(),
+                        s.epochs)))
+}
+
 #[pymodule]
 fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(crc32c_of, m)?)?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
+    m.add_function(wrap_pyfunction!(scan_log, m)?)?;
     Ok(())
 }

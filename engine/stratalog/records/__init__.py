@@ -52,7 +52,7 @@ from stratalog.records.batch import (
     validate_batch,
 )
 from stratalog.records.compression import Compression, compress, decompress
-from stratalog.records.info import BatchInfo, decode_any, iter_batch_infos, peek_batch
+from stratalog.records.info import BatchInfo, RecoveryScan, decode_any, iter_batch_infos, peek_batch, scan_natively
 from stratalog.records.legacy import LegacyEntry, legacy_records, parse_legacy_entry
 from stratalog.records.varint import decode_varint, encode_varint
 from stratalog.records.builder import assemble_batch
@@ -60,6 +60,8 @@ from stratalog.records.walker import RecordColumns, native_walk, walk_records
 
 __all__ = [
     "RecordColumns",
+    "RecoveryScan",
+    "scan_natively",
     "assemble_batch",
     "native_walk",
     "walk_records",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from stratalog.common.errors import CorruptRecordError
+from stratalog.records import native
 from stratalog.records.batch_header import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH, NO_TIMESTAMP, RECORDS_COUNT_OFFSET
 from stratalog.records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, legacy_records, parse_legacy_entry
 from stratalog.records.reader import decode_records
@@ -116,3 +117,25 @@ def decode_any(
         return info, decode_records(buf, pos, verify_crc=verify_crc, source=source)
     entry = parse_legacy_entry(buf, pos, verify_crc=verify_crc, source=source)
     return info, legacy_records(entry, verify_crc=verify_crc, source=source)
+
+
+@dataclass(slots=True)
+class RecoveryScan:
+    """A segment file scanned as recovery scans it: the valid prefix and what indexes it."""
+
+    valid_bytes: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    index_points: list[tuple[int, int, int, int]]   # (last offset, position, max timestamp, its offset)
+    new_epochs: list[tuple[int, int]]                # (leader epoch, start offset), in order
+
+
+def scan_natively(buf: Buffer, base_offset: int, index_interval_bytes: int,
+                  latest_epoch: int | None) -> RecoveryScan | None:
+    """Recovery's walk over a whole segment buffer in the native kernel (see ``native/src/scan.rs``):
+    None without the kernel, or for a file with v0/v1 entries (the Python walk handles those)."""
+    kernel = native.kernel
+    if kernel is None:
+        return None
+    scanned = kernel.scan_log(buf, base_offset, index_interval_bytes, latest_epoch)
+    return None if scanned is None else RecoveryScan(*scanned)

@@ -8,6 +8,8 @@ sequential read and no record decoding.
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +43,15 @@ class FileRecords:
     @property
     def size(self) -> int:
         return self._size
+
+    @contextlib.contextmanager
+    def mapped(self) -> Iterator[bytes | mmap.mmap]:
+        """The file's bytes up to its logical size, mapped read-only for one whole-file scan."""
+        if self._size == 0:
+            yield b""
+            return
+        with mmap.mmap(self.fd, self._size, prot=mmap.PROT_READ) as mapping:
+            yield mapping
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write at the end; returns the number of bytes written."""

@@ -41,7 +41,6 @@ from stratalog.common.names import (
     TopicPartition,
     parse_segment_file,
 )
-from stratalog.records import BatchInfo
 from stratalog.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -211,20 +210,13 @@ def _indexes_sane(segment: LogSegment) -> bool:
 
 def _recover_from(segments: list[LogSegment], recovery_point: int, epoch_cache: LeaderEpochCache,
                   report: LoadReport) -> list[LogSegment]:
-    def assign_epoch(info: BatchInfo, data: bytes) -> None:
-        if info.magic >= 2:
-            epoch = int.from_bytes(data[12:16], "big", signed=True)
-            latest = epoch_cache.latest_epoch()
-            if epoch >= 0 and (latest is None or epoch > latest):
-                epoch_cache.assign(epoch, info.base_offset)
-
     first = 0
     for index, segment in enumerate(segments):
         if segment.base_offset <= recovery_point:
             first = index
     for index in range(first, len(segments)):
         segment = segments[index]
-        truncated = segment.recover(assign_epoch)
+        truncated = segment.recover(epoch_cache=epoch_cache)
         report.recovered_segments.append(segment.base_offset)
         if truncated:
             logger.warning("truncated %d invalid bytes from segment %d", truncated, segment.base_offset)

@@ -17,8 +17,17 @@ from stratalog.common.crash_points import crash_point
 from stratalog.common.errors import CorruptRecordError, StratalogError
 from stratalog.storage.file_records import FileRecords
 from stratalog.storage.index import OffsetIndex, TimeIndex
+from stratalog.storage.leader_epoch import LeaderEpochCache
 from stratalog.common.names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
-from stratalog.records import BatchInfo, Record, decode_any, parse_legacy_entry, validate_batch
+from stratalog.records import (
+    BatchInfo,
+    Record,
+    RecoveryScan,
+    decode_any,
+    parse_legacy_entry,
+    scan_natively,
+    validate_batch,
+)
 from stratalog.common.limits import INT32_MAX
 
 NO_TIMESTAMP = -1
@@ -241,43 +250,26 @@ class LogSegment:
         return None
 
     # -- recovery and truncation --------------------------------------------------------------
-    def recover(self, on_batch: BatchVisitor | None = None) -> int:
+    def recover(self, on_batch: BatchVisitor | None = None, *, epoch_cache: LeaderEpochCache | None = None) -> int:
         """Rebuild both indexes from the ``.log``, truncating at the first invalid batch.
 
         Returns the number of bytes truncated. A batch is valid if its header
         parses, it is whole, its CRC matches and its offsets fit this segment.
+        ``epoch_cache`` learns each batch that starts a newer leader epoch.
         """
         self.offset_index.reset()
         self.time_index.reset()
         self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
-        valid_bytes = 0
-        last_index_entry = 0
-        source = str(self.log.path)
-        try:
-            for info, data in self.log.batches_with_data(0):
-                if info.magic >= 2:
-                    validate_batch(data, 0, source=source)
-                else:
-                    parse_legacy_entry(data, 0, verify_crc=True, source=source)
-                if not 0 <= info.last_offset - self.base_offset <= INT32_MAX:
-                    raise CorruptRecordError(info.position, f"offset {info.last_offset} is outside segment "
-                                             f"{self.base_offset}'s int32 range", source=source)
-                if info.max_timestamp > self._max_timestamp:
-                    self._max_timestamp, self._offset_of_max_timestamp = info.max_timestamp, info.last_offset
-                if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    # A segment written across restarts may need more sparse entries than its
-                    # index holds (each restart restarts the byte count); a full index just
-                    # stays sparser, it is never a reason to refuse the segment.
-                    if not self.offset_index.is_full():
-                        self.offset_index.append(info.last_offset, valid_bytes)
-                    if not self.time_index.is_full():
-                        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                    last_index_entry = valid_bytes
-                if on_batch is not None:
-                    on_batch(info, data)
-                valid_bytes += info.size
-        except CorruptRecordError:
-            pass  # everything from here on is the torn or corrupt tail
+        scanned = None
+        if on_batch is None:
+            with self.log.mapped() as data, memoryview(data) as view:
+                scanned = scan_natively(view, self.base_offset, self.index_interval_bytes,
+                                        epoch_cache.latest_epoch() if epoch_cache is not None else None)
+        if scanned is not None:
+            valid_bytes = self._apply_scan(scanned, epoch_cache)
+            last_index_entry = scanned.index_points[-1][1] if scanned.index_points else 0
+        else:
+            valid_bytes, last_index_entry = self._recover_in_python(on_batch, epoch_cache)
         truncated = self.log.size - valid_bytes
         if truncated:
             self.log.truncate_to(valid_bytes)
@@ -288,6 +280,55 @@ class LogSegment:
         self._next_offset = None
         self._rolling_loaded = False
         return truncated
+
+    def _apply_scan(self, scanned: RecoveryScan, epoch_cache: LeaderEpochCache | None) -> int:
+        """What the native scan found, applied as the Python loop applies it batch by batch."""
+        for last_offset, position, max_timestamp, offset_of_max_timestamp in scanned.index_points:
+            if not self.offset_index.is_full():
+                self.offset_index.append(last_offset, position)
+            if not self.time_index.is_full():
+                self.time_index.maybe_append(max_timestamp, offset_of_max_timestamp)
+        if epoch_cache is not None:
+            for epoch, start_offset in scanned.new_epochs:
+                epoch_cache.assign(epoch, start_offset)
+        self._max_timestamp, self._offset_of_max_timestamp = scanned.max_timestamp, scanned.offset_of_max_timestamp
+        return scanned.valid_bytes
+
+    def _recover_in_python(self, on_batch: BatchVisitor | None, epoch_cache: LeaderEpochCache | None
+                           ) -> tuple[int, int]:
+        """The reference scan: (valid bytes, position of the last index entry)."""
+        visit = on_batch if epoch_cache is None else _assigning_epochs(epoch_cache, on_batch)
+        valid_bytes = 0
+        last_index_entry = 0
+        max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        source = str(self.log.path)
+        try:
+            for info, data in self.log.batches_with_data(0):
+                if info.magic >= 2:
+                    validate_batch(data, 0, source=source)
+                else:
+                    parse_legacy_entry(data, 0, verify_crc=True, source=source)
+                if not 0 <= info.last_offset - self.base_offset <= INT32_MAX:
+                    raise CorruptRecordError(info.position, f"offset {info.last_offset} is outside segment "
+                                             f"{self.base_offset}'s int32 range", source=source)
+                if info.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max_timestamp = info.max_timestamp, info.last_offset
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    # A segment written across restarts may need more sparse entries than its
+                    # index holds (each restart restarts the byte count); a full index just
+                    # stays sparser, it is never a reason to refuse the segment.
+                    if not self.offset_index.is_full():
+                        self.offset_index.append(info.last_offset, valid_bytes)
+                    if not self.time_index.is_full():
+                        self.time_index.maybe_append(max_timestamp, offset_of_max_timestamp)
+                    last_index_entry = valid_bytes
+                if visit is not None:
+                    visit(info, data)
+                valid_bytes += info.size
+        except CorruptRecordError:
+            pass  # everything from here on is the torn or corrupt tail
+        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max_timestamp
+        return valid_bytes, last_index_entry
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch containing an offset ≥ ``offset``; returns bytes removed."""
@@ -347,3 +388,16 @@ class LogSegment:
         self.log.delete_file()
         self.offset_index.delete_file()
         self.time_index.delete_file()
+
+
+def _assigning_epochs(epoch_cache: LeaderEpochCache, then: BatchVisitor | None) -> BatchVisitor:
+    """A visitor that gives ``epoch_cache`` each batch starting a newer leader epoch, then calls ``then``."""
+    def visit(info: BatchInfo, data: bytes) -> None:
+        if info.magic >= 2:
+            epoch = int.from_bytes(data[12:16], "big", signed=True)
+            latest = epoch_cache.latest_epoch()
+            if epoch >= 0 and (latest is None or epoch > latest):
+                epoch_cache.assign(epoch, info.base_offset)
+        if then is not None:
+            then(info, data)
+    return visit
