@@ -30,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from stratalog.records import native
+
 MIB = 1 << 20
 
 # "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.43 s, 2.5 GB/s" (GNU coreutils, LC_ALL=C)
@@ -213,6 +215,7 @@ def describe(directory: Path) -> dict[str, object]:
         "memory_gib": round(mem, 1) if mem is not None else None,
         "kernel": platform.release(),
         "python": sys.version.split()[0],
+        "record_kernel": native.name(),   # children inherit STRATALOG_KERNEL, so they run this one too
         "filesystem": _filesystem(directory),
         "directory": str(directory),
         "vm.dirty_background_ratio": _sysctl("vm.dirty_background_ratio"),
@@ -226,6 +229,7 @@ def format_description(info: dict[str, object], ceilings: Ceilings | None = None
     lines = [
         f"machine:     {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, kernel {info['kernel']}, "
         f"Python {info['python']}",
+        f"records:     stratalog's {info.get('record_kernel', 'python')} record kernel (STRATALOG_KERNEL)",
         f"filesystem:  {info['filesystem']}",
         f"data dir:    {info['directory']}",
         f"page cache:  vm.dirty_background_ratio={info['vm.dirty_background_ratio']} "
