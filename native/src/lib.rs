@@ -4,6 +4,7 @@
 //! fallback): same results, and for damaged input the same error at the same byte position, so the
 //! caller's `CorruptRecordError` reads the same whichever ran. Differential tests hold them to it.
 
+mod encode;
 mod fault;
 mod offset_map;
 mod scan;

@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::hash::BuildHasher;
 
+use crate::encode::{put_headers, put_nullable, put_varint};
 use crate::walk::{walk, RecordSpans};
 use crate::{raise, Bytes};
 
@@ -22,6 +23,9 @@ struct Entry {
     key_len: u32,
     offset: i64,
 }
+
+/// A rebuilt batch's records: (their bytes, base timestamp, delete horizon, last offset delta, max timestamp).
+type Rebuilt<'py> = (Bound<'py, PyBytes>, i64, Option<i64>, i64, i64);
 
 const MIN_ARENA_GROWTH: usize = 64 << 10;
 const INT32_MAX: i64 = i32::MAX as i64;
@@ -110,51 +114,6 @@ impl OffsetMap {
         let hash = self.hash(key);
         let arena = &self.arena;
         self.table.find(hash, |e| key_of(arena, e) == key).map_or(-1, |e| e.offset)
-    }
-}
-
-fn put_varint(out: &mut Vec<u8>, n: i64) {
-    let mut v = ((n << 1) ^ (n >> 63)) as u64;
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7F) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
-    match bytes {
-        None => put_varint(out, -1),
-        Some(b) => {
-            put_varint(out, b.len() as i64);
-            out.extend_from_slice(b);
-        }
-    }
-}
-
-/// The headers of a record (already walked, so well formed) in the builder's encoding.
-fn put_headers(out: &mut Vec<u8>, data: &[u8], spans: &RecordSpans) {
-    if spans.header_count == 0 {
-        out.push(0);
-        return;
-    }
-    let end = spans.headers.start + spans.headers.len as usize;
-    let read = |p: usize| crate::varint::decode(data, p, crate::varint::VARINT_MAX_BYTES, end)
-        .unwrap_or((0, p));
-    let (count, mut p) = read(spans.headers.start);
-    put_varint(out, count as i64);
-    for _ in 0..count {
-        let (key_len, next) = read(p);
-        let key = &data[next..next + key_len as usize];
-        put_nullable(out, Some(key));
-        let (value_len, next) = read(next + key_len as usize);
-        if value_len < 0 {
-            put_nullable(out, None);
-            p = next;
-        } else {
-            put_nullable(out, Some(&data[next..next + value_len as usize]));
-            p = next + value_len as usize;
-        }
     }
 }
 
@@ -249,7 +208,7 @@ impl OffsetMap {
                            count: i64, base_offset: i64, base_timestamp: i64, append_time: Option<i64>, reach: i64,
                            delete_horizon: Option<i64>, now_ms: i64, delete_retention_ms: i64,
                            last_offset_delta: i64)
-                           -> PyResult<Option<(i64, i64, Option<(Bound<'py, PyBytes>, i64, Option<i64>, i64, i64)>)>> {
+                           -> PyResult<Option<(i64, i64, Option<Rebuilt<'py>>)>> {
         let bytes = Bytes::of(data)?;
         let data = bytes.region(start, end)?;
         let mut spans = std::mem::take(&mut self.spans);

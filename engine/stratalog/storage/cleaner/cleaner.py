@@ -38,20 +38,19 @@ from stratalog.storage.log import Log
 from stratalog.common.names import CLEANED_SUFFIX
 from stratalog.records import (
     BatchHeader,
-    Compression,
-    assemble_batch,
-    native_walk,
     BatchInfo,
+    Compression,
     Record,
-    TimestampType,
     build_batch,
     decode_any,
     decode_records,
+    native_walk,
     parse_header,
 )
 from stratalog.common.limits import INT32_MAX
 from stratalog.storage.segment import LogSegment
-from stratalog.storage.cleaner.offset_map import KeyOffsetMap, NativeOffsetMap, native_map_of
+from stratalog.storage.cleaner.offset_map import KeyOffsetMap, native_map_of
+from stratalog.storage.cleaner.rebuild import empty_batch, filter_natively, rebuild_batch
 from stratalog.storage.cleaner.selection import LogToClean
 from stratalog.storage.cleaner.throttler import Throttler
 from stratalog.storage.cleaner.producers import last_batches_of_active_producers
@@ -307,12 +306,17 @@ class Cleaner:
 
         if (self.native_map is not None and isinstance(self.decision, OffsetMapDecision) and not header.is_control
                 and not discard_batch and header.compression == Compression.NONE):
-            filtered = self._filter_natively(self.native_map, data, header, config, now_ms, stats)
+            filtered = filter_natively(self.native_map, data, header, self.decision.reach, now_ms,
+                                       config.delete_retention_ms)
             if filtered is not None:
-                kept_count, rebuilt = filtered
+                kept_count, invalid, rebuilt = filtered
+                stats.records_read += header.records_count
+                stats.invalid_records += invalid
+                stats.records_retained += kept_count
+                stats.records_removed += header.records_count - kept_count
                 if kept_count == 0:
                     if retain_empty or transactions.is_last_batch_of_active_producer(header):
-                        return self._empty_batch(header), header.last_offset, header.max_timestamp
+                        return empty_batch(header), header.last_offset, header.max_timestamp
                     return None
                 if rebuilt is None:
                     return data, header.last_offset, header.max_timestamp
@@ -331,7 +335,7 @@ class Cleaner:
 
         if not kept:
             if retain_empty or transactions.is_last_batch_of_active_producer(header):
-                return self._empty_batch(header), header.last_offset, header.max_timestamp
+                return empty_batch(header), header.last_offset, header.max_timestamp
             return None
         has_tombstone = not header.is_control and any(r.value is None for r in kept)
         needs_horizon = (has_tombstone or (header.is_control and marker_discardable)) \
@@ -339,38 +343,8 @@ class Cleaner:
         if len(kept) == len(records) and not needs_horizon:
             return data, header.last_offset, header.max_timestamp
         horizon = now_ms + config.delete_retention_ms if needs_horizon else header.delete_horizon_ms
-        rebuilt = self._rebuild(header, kept, horizon)
+        rebuilt = rebuild_batch(header, kept, horizon)
         return rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp
-
-    def _filter_natively(self, native_map: NativeOffsetMap, data: bytes, header: BatchHeader, config: LogConfig,
-                         now_ms: int, stats: CleanerStats) -> tuple[int, bytes | None] | None:
-        """``_keep_record`` over an uncompressed data batch in the native kernel, and its rebuild as
-        ``_rebuild`` makes it (kept records' bytes copied, their deltas encoded anew): the number of
-        records kept and the rebuilt batch (None: the batch stays as it is). None where the kernel
-        leaves the batch to ``build_batch`` (records it would refuse)."""
-        log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-        reach = self.decision.reach
-        answer = native_walk(data, 0, lambda records, begin, end, h: native_map.filter_records(
-            records, begin, end, h.records_count, h.base_offset, h.base_timestamp,
-            h.max_timestamp if log_append else None, reach, h.delete_horizon_ms, now_ms, config.delete_retention_ms,
-            h.last_offset_delta))
-        if answer is None:
-            return None
-        kept, invalid, rebuilt = answer
-        stats.records_read += header.records_count
-        stats.invalid_records += invalid
-        stats.records_retained += kept
-        stats.records_removed += header.records_count - kept
-        if rebuilt is None:
-            return kept, None
-        body, base_timestamp, horizon, last_delta, max_timestamp = rebuilt
-        return kept, assemble_batch(
-            body, kept, base_timestamp, last_delta, max_timestamp, base_offset=header.base_offset,
-            compression=Compression.NONE, compression_level=None, timestamp_type=header.timestamp_type,
-            partition_leader_epoch=header.partition_leader_epoch, producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-            is_transactional=header.is_transactional, is_control=False, has_delete_horizon=horizon is not None,
-            last_offset_delta=header.last_offset_delta, max_timestamp=header.max_timestamp if log_append else None)
 
     def _keep_record(self, record: Record, header: BatchHeader, now_ms: int, stats: CleanerStats) -> bool:
         decision = self.decision
@@ -385,35 +359,6 @@ class Cleaner:
             return True
         horizon = header.delete_horizon_ms
         return horizon is None or now_ms < horizon
-
-    @staticmethod
-    def _rebuild(header: BatchHeader, kept: list[Record], horizon: int | None) -> bytes:
-        log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-        return build_batch(
-            kept,
-            base_offset=header.base_offset,
-            compression=header.compression,
-            timestamp_type=header.timestamp_type,
-            partition_leader_epoch=header.partition_leader_epoch,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            is_transactional=header.is_transactional,
-            is_control=header.is_control,
-            delete_horizon_ms=horizon,
-            last_offset_delta=header.last_offset_delta,
-            max_timestamp=header.max_timestamp if log_append else None,
-        )
-
-    @staticmethod
-    def _empty_batch(header: BatchHeader) -> bytes:
-        return build_batch(
-            [], base_offset=header.base_offset, timestamp_type=header.timestamp_type,
-            partition_leader_epoch=header.partition_leader_epoch, producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-            is_transactional=header.is_transactional, is_control=header.is_control,
-            last_offset_delta=header.last_offset_delta, max_timestamp=header.max_timestamp,
-        )
 
     def _filter_legacy(self, info: BatchInfo, data: bytes, stats: CleanerStats) -> tuple[bytes, int, int] | None:
         """v0/v1 entries: kept as they are when whole; otherwise what remains is rewritten as v2 (KIP-724)."""
