@@ -109,10 +109,15 @@ def _open_segment(directory: Path, base_offset: int, config: LogConfig, clock: C
                       max_index_size=config.segment_index_bytes, create=create, suffix=suffix, now_ms=clock())
 
 
+_TEMP_STATES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+
+
 def _remove_temp_files(directory: Path, report: LoadReport) -> None:
     swaps: list[Path] = []
     min_cleaned: int | None = None
     for name in sorted(os.listdir(directory)):  # sorting names: Path comparisons cost 10x
+        if not name.endswith(_TEMP_STATES):
+            continue   # nearly every file: no Path, no parse
         path = directory / name
         parsed = parse_segment_file(name)
         if parsed is None:
@@ -163,19 +168,22 @@ def _complete_swaps(directory: Path, config: LogConfig, report: LoadReport) -> N
 def _load_segments(directory: Path, config: LogConfig, clock: Clock, report: LoadReport,
                    recovered_from: int | None) -> list[LogSegment]:
     log_bases: set[int] = set()
-    index_files: list[tuple[int, Path]] = []
-    for path in directory.iterdir():
-        parsed = parse_segment_file(path.name)
+    index_files: list[tuple[int, str, str]] = []
+    for name in os.listdir(directory):   # names, not Paths: a directory may hold tens of thousands
+        parsed = parse_segment_file(name)
         if parsed is None or parsed.state:
             continue
         if parsed.kind == LOG_SUFFIX:
             log_bases.add(parsed.base_offset)
         elif parsed.kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            index_files.append((parsed.base_offset, path))
-    for base, path in index_files:
+            index_files.append((parsed.base_offset, parsed.kind, name))
+    indexed: dict[int, int] = {}   # base offset → how many of its two index files are there
+    for base, _, name in index_files:
         if base not in log_bases:
-            path.unlink()
-            report.deleted_orphan_files.append(path.name)
+            (directory / name).unlink()
+            report.deleted_orphan_files.append(name)
+        else:
+            indexed[base] = indexed.get(base, 0) + 1
     bases = sorted(log_bases)
     # The first segment recovery will re-read: the one holding the recovery point.
     first_recovered = None
@@ -187,7 +195,7 @@ def _load_segments(directory: Path, config: LogConfig, clock: Clock, report: Loa
         if first_recovered is not None and base >= first_recovered:
             segments.append(segment)
             continue
-        if not _indexes_sane(segment):
+        if indexed.get(base, 0) < 2 or not _indexes_sane(segment):
             logger.warning("rebuilding the indexes of segment %s in %s", base, directory)
             report.truncated_bytes += segment.recover()
             report.rebuilt_indexes.append(base)
@@ -196,9 +204,8 @@ def _load_segments(directory: Path, config: LogConfig, clock: Clock, report: Loa
 
 
 def _indexes_sane(segment: LogSegment) -> bool:
-    """Kafka's cheap sanity check, reading only file lengths and last entries."""
-    if not segment.offset_index.path.exists() or not segment.time_index.path.exists():
-        return False
+    """Kafka's cheap sanity check, reading only file lengths and last entries (of indexes the caller
+    has seen in the directory)."""
     try:
         segment.offset_index.sanity_check_cheaply(segment.size)
         segment.time_index.sanity_check_cheaply(segment.size)
