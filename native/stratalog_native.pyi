@@ -33,3 +33,6 @@ class OffsetMap:
 
 def scan_log(data: Buffer, base_offset: int, index_interval_bytes: int, latest_epoch: int | None
              ) -> tuple[int, int, int, list[tuple[int, int, int, int]], list[tuple[int, int]]] | None: ...
+
+def check_batch(data: Buffer) -> tuple[tuple[tuple[int, int, int, int, int, int, int], tuple[int, int, int, int, int, int]],
+                                       tuple[int, int, int, int] | None] | None: ...

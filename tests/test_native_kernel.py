@@ -28,7 +28,16 @@ from stratalog.broker.topics import TopicAdmin
 from stratalog.common.config import EngineConfig, LogConfig
 from stratalog.common.errors import CorruptRecordError, StratalogError
 from stratalog.common.names import TopicPartition
-from stratalog.records import Compression, Header, Record, build_batch, native, summarize_records
+from stratalog.records import (
+    Compression,
+    Header,
+    Record,
+    build_batch,
+    checked_batch,
+    native,
+    summarize_records,
+    validate_batch,
+)
 from stratalog.storage.cleaner.manager import LogCleaner
 from stratalog.storage.loader import load_log
 from stratalog.storage.log_manager import LogManager
@@ -270,3 +279,32 @@ def test_a_segment_recovered_by_either_kernel_ends_in_the_same_state(tmp_path_fa
     python = _recover_with(None, tmp_path_factory.mktemp("python"), segment)
     rust = _recover_with(stratalog_native, tmp_path_factory.mktemp("native"), segment)
     assert rust == python
+
+
+# -- the append path: a whole producer batch in one call -------------------------------------------------
+@settings(max_examples=400, deadline=None)
+@given(_records, st.sampled_from(list(Compression)), st.data())
+def test_a_batch_checked_in_one_native_call_agrees_with_validate_and_summarize(fields, codec, draw):
+    data = bytearray(batch(fields, codec))
+    if draw.draw(st.booleans()):   # damage anywhere: header, CRC, records
+        position = draw.draw(st.integers(0, len(data) - 1))
+        data[position] = draw.draw(st.integers(0, 255))
+    with kernel(None):
+        try:
+            header = validate_batch(data, 0)
+        except CorruptRecordError:
+            header = None
+        try:
+            summary = summarize_records(data, 0) if header is not None else None
+        except CorruptRecordError:
+            summary = "refused"
+    with kernel(stratalog_native):
+        checked = checked_batch(data)
+    if header is None:
+        assert checked is None
+    elif header.compression != Compression.NONE:
+        assert checked == (header, None)   # its records are summarized after decompression, in Python
+    elif summary == "refused":
+        assert checked is None
+    else:
+        assert checked == (header, summary)

@@ -79,6 +79,54 @@ fn summarize_records(data: &Bound<'_, PyAny>, start: usize, end: usize, count: i
     Ok((s.min_timestamp, s.max_timestamp, s.offset_delta_of_max_timestamp, s.first_keyless_index))
 }
 
+/// The header fields of a v2 batch, in on-disk order, in two tuples (PyO3 converts at most 12):
+/// `BatchHeader(*first, *second)`.
+type HeaderFields = ((i64, i32, i32, i8, u32, u16, i32), (i64, i64, i64, i16, i32, i32));
+
+fn be<const N: usize>(data: &[u8], p: usize) -> [u8; N] {
+    data[p..p + N].try_into().unwrap()
+}
+
+/// A whole producer batch checked in one call, for the append path's common case: `data` is one
+/// complete v2 batch whose header parses, whose CRC matches and, uncompressed, whose records
+/// summarize. Returns (header fields, the records' summary or None when compressed); None when
+/// anything is wrong, so the caller's Python checks run and name it, exactly as without the kernel.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn check_batch(data: &Bound<'_, PyAny>) -> PyResult<Option<(HeaderFields, Option<(i128, i128, i128, i64)>)>> {
+    let bytes = Bytes::of(data)?;
+    let d = bytes.slice();
+    if d.len() < 61 || d[16] != 2 {
+        return Ok(None);
+    }
+    let (batch_length, crc, attributes) = (i32::from_be_bytes(be(d, 8)), u32::from_be_bytes(be(d, 17)),
+                                           u16::from_be_bytes(be(d, 21)));
+    let (last_offset_delta, base_timestamp, count) = (i32::from_be_bytes(be(d, 23)), i64::from_be_bytes(be(d, 27)),
+                                                      i32::from_be_bytes(be(d, 57)));
+    let fields: HeaderFields = (
+        (i64::from_be_bytes(be(d, 0)), batch_length, i32::from_be_bytes(be(d, 12)), d[16] as i8, crc, attributes,
+         last_offset_delta),
+        (base_timestamp, i64::from_be_bytes(be(d, 35)), i64::from_be_bytes(be(d, 43)), i16::from_be_bytes(be(d, 51)),
+         i32::from_be_bytes(be(d, 53)), count),
+    );
+    let size = batch_length as i64 + 12;
+    if batch_length < 49 || (attributes & 0x07) > 4 || size > d.len() as i64 || count < 0 {
+        return Ok(None);
+    }
+    let size = size as usize;
+    if ::crc32c::crc32c(&d[21..size]) != crc {
+        return Ok(None);
+    }
+    if attributes & 0x07 != 0 {
+        return Ok(Some((fields, None)));
+    }
+    match summary::summarize(d, 61, size, count as i64, base_timestamp, last_offset_delta as i64) {
+        Ok(s) => Ok(Some((fields, Some((s.min_timestamp, s.max_timestamp, s.offset_delta_of_max_timestamp,
+                                          s.first_keyless_index))))),
+        Err(_) => Ok(None),
+    }
+}
+
 /// Recovery's scan of a segment's batches (see scan.rs): None for a log with v0/v1 entries, else
 /// (valid bytes, max timestamp, its offset, index points as (last offset, position, max timestamp,
 /// its offset), new leader epochs as (epoch, start offset)).
@@ -104,5 +152,6 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
     m.add_function(wrap_pyfunction!(scan_log, m)?)?;
+    m.add_function(wrap_pyfunction!(check_batch, m)?)?;
     Ok(())
 }

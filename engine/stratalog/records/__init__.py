@@ -48,6 +48,7 @@ from stratalog.records.batch import (
     parse_header,
     set_max_timestamp_in_place,
     set_offsets_in_place,
+    checked_batch,
     summarize_records,
     validate_batch,
 )
@@ -101,5 +102,6 @@ __all__ = [
     "set_max_timestamp_in_place",
     "set_offsets_in_place",
     "summarize_records",
+    "checked_batch",
     "validate_batch",
 ]

@@ -38,7 +38,7 @@ from stratalog.records.control import (
     parse_control_key,
     parse_end_txn_marker,
 )
-from stratalog.records.reader import RecordsSummary, decode_records, summarize_records
+from stratalog.records.reader import RecordsSummary, checked_batch, decode_records, summarize_records
 from stratalog.records.record import Header, Record
 
 __all__ = [
@@ -71,5 +71,6 @@ __all__ = [
     "set_max_timestamp_in_place",
     "set_offsets_in_place",
     "summarize_records",
+    "checked_batch",
     "validate_batch",
 ]

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from stratalog.common.errors import CorruptRecordError
 from stratalog.records import native
-from stratalog.records.batch_header import NO_TIMESTAMP, BatchHeader, TimestampType
+from stratalog.records.batch_header import NO_TIMESTAMP, V2_HEADER_SIZE, BatchHeader, TimestampType
 from stratalog.records.record import Record
 from stratalog.records.varint import VARLONG_MAX_BYTES, Buffer, decode_varint
 from stratalog.records.walker import (
@@ -90,7 +90,7 @@ def _summarize_natively(kernel: ModuleType, data: bytes, start: int, end: int, h
     return _summary(data, start, h, min_ts, max_ts, max_ts_delta, first_keyless)
 
 
-def _summary(data: bytes, records_start: int, h: BatchHeader, min_ts: int, max_ts: int, max_ts_delta: int,
+def _summary(data: Buffer, records_start: int, h: BatchHeader, min_ts: int, max_ts: int, max_ts_delta: int,
              first_keyless: int) -> RecordsSummary:
     count = h.records_count
     if count == 0:
@@ -198,8 +198,26 @@ def _summarize(data: bytes, p: int, end: int, h: BatchHeader) -> RecordsSummary:
     return _summary(data, records_start, h, min_ts, max_ts, max_ts_delta, first_keyless)
 
 
-def _first_offset_delta(data: bytes, p: int) -> int:
+def _first_offset_delta(data: Buffer, p: int) -> int:
     """Offset delta of the record at ``p`` (already validated by the walk)."""
     _, p = decode_varint(data, p)
     _, p = decode_varint(data, p + 1, limit=VARLONG_MAX_BYTES)
     return decode_varint(data, p)[0]
+
+
+def checked_batch(buf: Buffer) -> tuple[BatchHeader, RecordsSummary | None] | None:
+    """``buf`` as one whole v2 batch, checked in one native call: its header, its CRC (as
+    ``validate_batch``) and, uncompressed, its records' summary (as ``summarize_records``; None when
+    compressed). None without the native kernel or when anything is wrong: the caller then runs
+    those two, which name what is wrong."""
+    kernel = native.kernel
+    if kernel is None:
+        return None
+    checked = kernel.check_batch(buf)
+    if checked is None:
+        return None
+    (first, second), summary = checked
+    header = BatchHeader(*first, *second)
+    if summary is None:
+        return header, None
+    return header, _summary(buf, V2_HEADER_SIZE, header, *summary)

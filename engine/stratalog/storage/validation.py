@@ -28,6 +28,7 @@ from stratalog.records import (
     Compression,
     TimestampType,
     build_batch,
+    checked_batch,
     decode_records,
     parse_header,
     set_max_timestamp_in_place,
@@ -56,7 +57,8 @@ def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: Topic
         raise InvalidRecordError(
             f"append to {tp}: message format v{magic} is not accepted for appends (Kafka 4.0 writes only v2, KIP-724)"
         )
-    header = validate_batch(batch, 0, source=f"append to {tp}")
+    checked = checked_batch(batch)   # the native kernel's one call; None: the checks below name the fault
+    header = checked[0] if checked is not None else validate_batch(batch, 0, source=f"append to {tp}")
     if header.size != len(batch):
         raise InvalidRecordError(
             f"append to {tp}: expected exactly one record batch of {header.size} bytes, got {len(batch)} bytes "
@@ -90,7 +92,8 @@ def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: Topic
     if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
         raise InvalidTimestampError(f"append to {tp}: producers may not set LogAppendTime on a batch")
 
-    summary = summarize_records(batch, 0, source=f"append to {tp}")
+    summary = checked[1] if checked is not None and checked[1] is not None else \
+        summarize_records(batch, 0, source=f"append to {tp}")
     if config.compact and summary.first_keyless_index >= 0:
         raise InvalidRecordError(
             f"append to {tp}: compacted topic requires a key on every record; record "
