@@ -308,3 +308,38 @@ def test_a_batch_checked_in_one_native_call_agrees_with_validate_and_summarize(f
         assert checked is None
     else:
         assert checked == (header, summary)
+
+
+@pytest.mark.parametrize("memory", [500, 100_000, 2 << 20, 8 << 20, 10 << 20])
+def test_the_native_map_never_allocates_past_its_budget_even_when_a_key_is_refused(memory):
+    offset_map = stratalog_native.OffsetMap(memory, 0.9)
+    keys = 0
+    while offset_map.try_put(b"key-%08d" % keys, keys):
+        keys += 1
+    used = offset_map.used_bytes
+    assert keys > 0 and used <= memory * 0.9 and offset_map.peak_bytes <= memory * 0.9
+    assert not offset_map.try_put(b"one more", 1) and offset_map.used_bytes == used   # a refusal allocates nothing
+
+
+def test_a_native_map_without_a_positive_budget_is_refused_as_the_python_one_is():
+    with pytest.raises(ValueError, match="positive memory budget"):
+        stratalog_native.OffsetMap(-1)
+
+
+def test_a_delete_horizon_past_int64_is_refused_by_both_kernels(tmp_path):
+    # delete.retention.ms = Long.MAX: the horizon of a kept tombstone does not fit a batch.
+    outcomes = []
+    for module in (None, stratalog_native):
+        manager = LogManager([tmp_path / str(module is None)], EngineConfig.from_properties({}),
+                             clock=lambda: T0).open()
+        TopicAdmin(manager).create_topic("c", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                                                  "delete.retention.ms": str((1 << 63) - 1)})
+        log = manager.get_log("c", 0)
+        log.append(build_batch([Record(0, T0 - 1000, b"a", b"1"), Record(1, T0 - 1000, b"b", None)]))
+        log.append(build_batch([Record(0, T0 - 1000, b"a", b"2")]))
+        log.roll()
+        with kernel(module), pytest.raises(ValueError) as refused:
+            LogCleaner(manager).run_pass(force=True)
+        outcomes.append(str(refused.value))
+        manager.close()
+    assert outcomes[0] == outcomes[1] and "does not fit in a varlong" in outcomes[0]

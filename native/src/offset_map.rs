@@ -28,6 +28,7 @@ struct Entry {
 type Rebuilt<'py> = (Bound<'py, PyBytes>, i64, Option<i64>, i64, i64);
 
 const MIN_ARENA_GROWTH: usize = 64 << 10;
+const MIN_TABLE_BYTES: usize = 256; // hashbrown's first allocation for 16-byte entries, rounded up
 const INT32_MAX: i64 = i32::MAX as i64;
 
 #[pyclass(module = "stratalog_native")]
@@ -38,7 +39,7 @@ pub struct OffsetMap {
     #[pyo3(get)]
     memory_bytes: usize,
     #[pyo3(get)]
-    budget: usize,
+    budget: i64,
     #[pyo3(get)]
     latest_offset: i64,
     #[pyo3(get)]
@@ -62,31 +63,39 @@ impl OffsetMap {
         self.table.allocation_size() + self.arena.capacity()
     }
 
-    /// Room for one more key of `len` bytes within the budget, growing the table or the arena
-    /// only as far as the budget allows; false if it does not fit.
+    /// Room for one more key of `len` bytes within the budget: the table's and the arena's size
+    /// after any growth this key needs is checked first, and only then is anything grown; false
+    /// (and nothing allocated) if it does not fit.
     fn make_room(&mut self, len: usize) -> bool {
         if len > u32::MAX as usize || self.arena.len() + len > u32::MAX as usize {
             return false;
         }
-        if self.table.len() == self.table.capacity() {
-            let entry = std::mem::size_of::<Entry>() + 1;
-            let grown = (self.table.capacity() + 1).next_power_of_two().max(4) * 2 * entry;
-            if grown + self.arena.capacity() > self.budget {
-                return false;
-            }
-            let (arena, hasher, colliding) = (&self.arena, &self.hasher, self.colliding);
-            self.table.reserve(self.table.capacity().max(3) + 1,
-                               |e| if colliding { 0 } else { hasher.hash_one(key_of(arena, e)) });
-        }
-        if self.arena.len() + len > self.arena.capacity() {
+        let budget = self.budget.max(0) as usize;
+        let table_grows = self.table.len() == self.table.capacity();
+        // hashbrown doubles its buckets (16-byte entries and a control byte each, plus a group).
+        let table_after = match (table_grows, self.table.allocation_size()) {
+            (false, now) => now,
+            (true, 0) => MIN_TABLE_BYTES,
+            (true, now) => 2 * now,
+        };
+        let needed = self.arena.len() + len;
+        let arena_after = if needed > self.arena.capacity() {
             // Grown in steps that leave the table room to grow too (a small budget's included).
-            let want = (self.arena.capacity() / 2).max(MIN_ARENA_GROWTH.min(self.budget / 16)).max(len);
-            let room = self.budget.saturating_sub(self.table.allocation_size() + self.arena.capacity());
-            let grow = want.min(room);
-            if self.arena.len() + len > self.arena.capacity() + grow {
-                return false;
-            }
-            self.arena.reserve_exact(self.arena.capacity() + grow - self.arena.len());
+            let want = (self.arena.capacity() / 2).max(MIN_ARENA_GROWTH.min(budget / 16)).max(len);
+            let room = budget.saturating_sub(table_after + self.arena.capacity());
+            self.arena.capacity() + want.min(room)
+        } else {
+            self.arena.capacity()
+        };
+        if needed > arena_after || table_after + arena_after > budget {
+            return false;
+        }
+        if table_grows {
+            let (arena, hasher, colliding) = (&self.arena, &self.hasher, self.colliding);
+            self.table.reserve(1, |e| if colliding { 0 } else { hasher.hash_one(key_of(arena, e)) });
+        }
+        if arena_after > self.arena.capacity() {
+            self.arena.reserve_exact(arena_after - self.arena.len());
         }
         self.peak_bytes = self.peak_bytes.max(self.allocated());
         true
@@ -121,12 +130,12 @@ impl OffsetMap {
 impl OffsetMap {
     #[new]
     #[pyo3(signature = (memory_bytes, load_factor = 0.9, colliding = false))]
-    fn new(memory_bytes: usize, load_factor: f64, colliding: bool) -> PyResult<Self> {
-        if memory_bytes == 0 {
+    fn new(memory_bytes: i64, load_factor: f64, colliding: bool) -> PyResult<Self> {
+        if memory_bytes <= 0 {
             return Err(pyo3::exceptions::PyValueError::new_err("the offset map needs a positive memory budget"));
         }
         Ok(OffsetMap { table: HashTable::new(), arena: Vec::new(), hasher: DefaultHashBuilder::default(),
-                       memory_bytes, budget: (memory_bytes as f64 * load_factor) as usize, latest_offset: -1,
+                       memory_bytes: memory_bytes as usize, budget: (memory_bytes as f64 * load_factor) as i64, latest_offset: -1,
                        lookups: 0, peak_bytes: 0, spans: Vec::new(), colliding })
     }
 
@@ -180,7 +189,10 @@ impl OffsetMap {
                 let mut outcome = (spans.len() as i64, true);
                 for (i, record) in spans.iter().enumerate() {
                     if let Some(key) = record.key.bytes(data) {
-                        if base_offset + record.offset_delta >= from_offset && !self.put(key, base_offset + record.offset_delta) {
+                        // An offset past int64 (no log the engine wrote holds one) never fits the map.
+                        let offset = base_offset.checked_add(record.offset_delta);
+                        let wanted = offset.is_none_or(|offset| offset >= from_offset);
+                        if wanted && !offset.is_some_and(|offset| self.put(key, offset)) {
                             outcome = (i as i64 + 1, false);
                             break;
                         }
@@ -220,11 +232,11 @@ impl OffsetMap {
         let mut invalid = 0i64;
         let mut has_tombstone = false;
         for (i, record) in spans.iter().enumerate() {
-            let offset = base_offset + record.offset_delta;
-            let keep = if offset > reach {
+            let offset = base_offset as i128 + record.offset_delta as i128;   // exact, as Python's
+            let keep = if offset > reach as i128 {
                 true
             } else if let Some(key) = record.key.bytes(data) {
-                if offset < self.latest(key) {
+                if offset < self.latest(key) as i128 {
                     false
                 } else if record.value.len >= 0 {
                     true
@@ -245,7 +257,18 @@ impl OffsetMap {
             self.spans = spans;
             return Ok(Some((kept.len() as i64, invalid, None)));
         }
-        let horizon = if needs_horizon { Some(now_ms + delete_retention_ms) } else { delete_horizon };
+        let horizon = if needs_horizon {
+            match now_ms.checked_add(delete_retention_ms) {
+                Some(horizon) => Some(horizon),
+                None => {
+                    // Past int64: build_batch refuses it, and says so.
+                    self.spans = spans;
+                    return Ok(None);
+                }
+            }
+        } else {
+            delete_horizon
+        };
         let timestamp = |r: &RecordSpans| append_time.unwrap_or(base_timestamp.wrapping_add(r.timestamp_delta));
         let new_base = horizon.unwrap_or_else(|| timestamp(&spans[kept[0]]));
         let mut out = Vec::with_capacity(end - start);

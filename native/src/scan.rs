@@ -69,10 +69,14 @@ pub fn scan(data: &[u8], base_offset: i64, index_interval_bytes: usize, mut late
             break;
         }
         let first = i64_at(data, p);
-        let last = first + i32_at(data, p + 23) as i64;
-        if !(0..=INT32_MAX).contains(&(last - base_offset)) {
+        let last_wide = first as i128 + i32_at(data, p + 23) as i128;   // exact, as Python's
+        if !(0..=INT32_MAX as i128).contains(&(last_wide - base_offset as i128)) {
             break;
         }
+        if last_wide > i64::MAX as i128 {
+            return None; // offsets past int64 at the top of the range: the Python scan takes them
+        }
+        let last = last_wide as i64;
         let max_timestamp = i64_at(data, p + 35);
         if max_timestamp > out.max_timestamp {
             out.max_timestamp = max_timestamp;
