@@ -6,6 +6,7 @@
 
 mod encode;
 mod fault;
+mod frame;
 mod offset_map;
 mod scan;
 mod summary;
@@ -57,14 +58,6 @@ pub(crate) fn raise(fault: Fault) -> PyErr {
         Fault::At(position, reason) => RecordError::new_err((position, reason)),
         Fault::PastData => PyIndexError::new_err("a record's fields run past the end of the data"),
     }
-}
-
-/// CRC-32C (Castagnoli) of the whole buffer, hardware-accelerated where the CPU has it.
-#[pyfunction(name = "crc32c")]
-fn crc32c_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
-    let bytes = Bytes::of(data)?;
-    let slice = bytes.slice();
-    Ok(if slice.len() >= 4096 { py.detach(|| ::crc32c::crc32c(slice)) } else { ::crc32c::crc32c(slice) })
 }
 
 /// `summarize_records`' walk over `data[start:end]`: (min timestamp, max timestamp, offset delta of
@@ -148,7 +141,6 @@ fn scan_log(py: Python<'_>, data: &Bound<'_, PyAny>, base_offset: i64, index_int
 #[pymodule]
 fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RecordError", m.py().get_type::<RecordError>())?;
-    m.add_function(wrap_pyfunction!(crc32c_of, m)?)?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
     m.add_function(wrap_pyfunction!(scan_log, m)?)?;

@@ -3,25 +3,14 @@
 //! Every check, message and position is the Python walk's, so the two are interchangeable.
 
 use crate::fault::Fault;
-use crate::varint::{decode, field, zigzag, VARINT_MAX_BYTES, VARLONG_MAX_BYTES};
-
-pub const MIN_RECORD_BODY: i128 = 6;
+use crate::frame::{all_consumed, next_record};
+use crate::varint::{field, VARINT_MAX_BYTES, VARLONG_MAX_BYTES};
 
 pub struct Summary {
     pub min_timestamp: i128,
     pub max_timestamp: i128,
     pub offset_delta_of_max_timestamp: i128,
     pub first_keyless_index: i64,
-}
-
-pub fn bad_length(length: i128, remaining: i128) -> String {
-    if length < MIN_RECORD_BODY {
-        return format!("Invalid record size: {length} is below the {MIN_RECORD_BODY}-byte minimum record body");
-    }
-    format!(
-        "Invalid record size: expected {length} bytes in record payload, but instead the buffer has only \
-         {remaining} remaining bytes."
-    )
 }
 
 /// Walk `count` records in `data[start..end]`; `data` may run on past `end` (a caller's whole buffer).
@@ -35,31 +24,10 @@ pub fn summarize(data: &[u8], start: usize, end: usize, count: i64, base_timesta
     let mut first_keyless: i64 = -1;
     let last_delta = last_offset_delta as i128;
     for i in 0..count.max(0) {
-        if p >= end {
-            return Err(Fault::at(p, format!(
-                "Incorrect declared batch size, premature EOF reached: {count} records declared, {i} present")));
-        }
-        let rec_start = p;
-        let b = data[p];
-        let length: i128;
-        if b < 0x80 {
-            length = zigzag(b as u128);
-            p += 1;
-        } else if p + 1 < end && data[p + 1] < 0x80 {
-            length = zigzag(((b & 0x7F) as u128) | ((data[p + 1] as u128) << 7));
-            p += 2;
-        } else {
-            let (value, next) = decode(data, p, VARINT_MAX_BYTES, end)?;
-            length = value;
-            p = next;
-        }
-        let rec_end_wide = p as i128 + length;
-        if length < MIN_RECORD_BODY || rec_end_wide > end as i128 {
-            return Err(Fault::at(rec_start, bad_length(length, end as i128 - p as i128)));
-        }
-        let rec_end = rec_end_wide as usize;
-        p += 1; // record attributes: unused
-        let (ts_delta, next) = field(data, p, VARLONG_MAX_BYTES, rec_end)?;
+        let frame = next_record(data, p, end, count, i)?;
+        let (rec_start, rec_end) = (frame.start, frame.end);
+        // The attributes byte (unused) follows the length.
+        let (ts_delta, next) = field(data, frame.body + 1, VARLONG_MAX_BYTES, rec_end)?;
         let (offset_delta, next) = field(data, next, VARINT_MAX_BYTES, rec_end)?;
         let (key_size, next) = field(data, next, VARINT_MAX_BYTES, rec_end)?;
         p = next;
@@ -91,11 +59,7 @@ pub fn summarize(data: &[u8], start: usize, end: usize, count: i64, base_timesta
         }
         p = rec_end;
     }
-    if p != end {
-        return Err(Fault::at(p, format!(
-            "Incorrect declared batch size, records still remaining in file: {} bytes after {count} records",
-            end as i128 - p as i128)));
-    }
+    all_consumed(p, end, count)?;
     Ok(Summary { min_timestamp: min_ts, max_timestamp: max_ts, offset_delta_of_max_timestamp: max_ts_delta,
                  first_keyless_index: first_keyless })
 }

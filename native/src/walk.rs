@@ -2,7 +2,7 @@
 //! data instead of Python objects: every check, message and position is the Python walk's.
 
 use crate::fault::Fault;
-use crate::summary::{bad_length, MIN_RECORD_BODY};
+use crate::frame::{all_consumed, next_record};
 use crate::varint::{decode, field, VARINT_MAX_BYTES, VARLONG_MAX_BYTES};
 
 /// Where one record's parts are in the data; a null key or value has `len` -1.
@@ -86,31 +86,10 @@ pub fn walk(data: &[u8], start: usize, end: usize, count: i64, out: &mut Vec<Rec
     out.clear();
     let mut p = start;
     for i in 0..count.max(0) {
-        if p >= end {
-            return Err(Fault::at(p, format!(
-                "Incorrect declared batch size, premature EOF reached: {count} records declared, {i} present")));
-        }
-        let rec_start = p;
-        let b = data[p];
-        let length: i128;
-        if b < 0x80 {
-            length = crate::varint::zigzag(b as u128);
-            p += 1;
-        } else if p + 1 < end && data[p + 1] < 0x80 {
-            length = crate::varint::zigzag(((b & 0x7F) as u128) | ((data[p + 1] as u128) << 7));
-            p += 2;
-        } else {
-            let (value, next) = decode(data, p, VARINT_MAX_BYTES, end)?;
-            length = value;
-            p = next;
-        }
-        let rec_end_wide = p as i128 + length;
-        if length < MIN_RECORD_BODY || rec_end_wide > end as i128 {
-            return Err(Fault::at(rec_start, bad_length(length, end as i128 - p as i128)));
-        }
-        let rec_end = rec_end_wide as usize;
-        p += 1; // record attributes: unused
-        let (timestamp_delta, next) = field(data, p, VARLONG_MAX_BYTES, rec_end)?;
+        let frame = next_record(data, p, end, count, i)?;
+        let (rec_start, rec_end, length) = (frame.start, frame.end, frame.length);
+        // The attributes byte (unused) follows the length.
+        let (timestamp_delta, next) = field(data, frame.body + 1, VARLONG_MAX_BYTES, rec_end)?;
         let (offset_delta, next) = field(data, next, VARINT_MAX_BYTES, rec_end)?;
         let (key, next) = nullable(data, next, rec_end, "key", true)?;
         let (value, next) = nullable(data, next, rec_end, "value", true)?;
@@ -139,10 +118,6 @@ pub fn walk(data: &[u8], start: usize, end: usize, count: i64, out: &mut Vec<Rec
             header_count: header_count as i64,
         });
     }
-    if p != end {
-        return Err(Fault::at(p, format!(
-            "Incorrect declared batch size, records still remaining in file: {} bytes after {count} records",
-            end as i128 - p as i128)));
-    }
+    all_consumed(p, end, count)?;
     Ok(())
 }
