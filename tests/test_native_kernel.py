@@ -34,7 +34,10 @@ from stratalog.records import (
     Record,
     build_batch,
     checked_batch,
+    decode_records,
+    encode_varint,
     native,
+    native_walk,
     summarize_records,
     validate_batch,
 )
@@ -343,3 +346,31 @@ def test_a_delete_horizon_past_int64_is_refused_by_both_kernels(tmp_path):
         outcomes.append(str(refused.value))
         manager.close()
     assert outcomes[0] == outcomes[1] and "does not fit in a varlong" in outcomes[0]
+
+
+@pytest.mark.parametrize("length", [-1, 0, 5, 6, 200])
+def test_a_record_length_below_the_minimum_body_or_past_the_records_fails_alike(length):
+    data = bytearray(batch([(b"k", b"v", [], 0), (b"k2", b"v2", [], 0)]))
+    data[RECORDS_START] = encode_varint(length)[0] if -64 <= length < 64 else data[RECORDS_START]
+    if length >= 64:
+        data[RECORDS_START:RECORDS_START + 1] = encode_varint(length)
+        struct.pack_into(">i", data, 8, len(data) - 12)
+    error = both(data)
+    assert isinstance(error, tuple) and error[0] == "CorruptRecordError" and error[1] == RECORDS_START
+    with kernel(stratalog_native):   # the full walk (the cleaner's) agrees with decode_records too
+        native_error = _decode_error(data)
+    with kernel(None):
+        assert native_error == _decode_error(data)
+
+
+def _decode_error(data: bytearray) -> tuple[int, str]:
+    offset_map = stratalog_native.OffsetMap(1 << 20)
+    try:
+        if native.kernel is None:
+            decode_records(bytes(data), verify_crc=False)
+        else:
+            native_walk(bytes(data), 0, lambda records, begin, end, h: offset_map.map_records(
+                records, begin, end, h.records_count, h.base_offset, 0), verify_crc=False)
+    except CorruptRecordError as error:
+        return error.position, error.reason
+    raise AssertionError("accepted")
