@@ -24,6 +24,7 @@ from stratalog.records import (
     Record,
     RecoveryScan,
     decode_any,
+    native,
     parse_legacy_entry,
     scan_natively,
     validate_batch,
@@ -261,13 +262,12 @@ class LogSegment:
         self.time_index.reset()
         self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         scanned = None
-        if on_batch is None:
+        if on_batch is None and native.kernel is not None:   # mapped only for the native scan
             with self.log.mapped() as data, memoryview(data) as view:
                 scanned = scan_natively(view, self.base_offset, self.index_interval_bytes,
                                         epoch_cache.latest_epoch() if epoch_cache is not None else None)
         if scanned is not None:
-            valid_bytes = self._apply_scan(scanned, epoch_cache)
-            last_index_entry = scanned.index_points[-1][1] if scanned.index_points else 0
+            valid_bytes, last_index_entry = self._apply_scan(scanned, epoch_cache)
         else:
             valid_bytes, last_index_entry = self._recover_in_python(on_batch, epoch_cache)
         truncated = self.log.size - valid_bytes
@@ -281,8 +281,9 @@ class LogSegment:
         self._rolling_loaded = False
         return truncated
 
-    def _apply_scan(self, scanned: RecoveryScan, epoch_cache: LeaderEpochCache | None) -> int:
-        """What the native scan found, applied as the Python loop applies it batch by batch."""
+    def _apply_scan(self, scanned: RecoveryScan, epoch_cache: LeaderEpochCache | None) -> tuple[int, int]:
+        """What the native scan found, applied as the Python loop applies it batch by batch:
+        (valid bytes, position of the last index entry), as ``_recover_in_python`` returns them."""
         for last_offset, position, max_timestamp, offset_of_max_timestamp in scanned.index_points:
             if not self.offset_index.is_full():
                 self.offset_index.append(last_offset, position)
@@ -292,7 +293,7 @@ class LogSegment:
             for epoch, start_offset in scanned.new_epochs:
                 epoch_cache.assign(epoch, start_offset)
         self._max_timestamp, self._offset_of_max_timestamp = scanned.max_timestamp, scanned.offset_of_max_timestamp
-        return scanned.valid_bytes
+        return scanned.valid_bytes, scanned.index_points[-1][1] if scanned.index_points else 0
 
     def _recover_in_python(self, on_batch: BatchVisitor | None, epoch_cache: LeaderEpochCache | None
                            ) -> tuple[int, int]:
