@@ -310,41 +310,27 @@ class Cleaner:
                                        config.delete_retention_ms)
             if filtered is not None:
                 kept_count, invalid, rebuilt = filtered
-                stats.records_read += header.records_count
                 stats.invalid_records += invalid
-                stats.records_retained += kept_count
-                stats.records_removed += header.records_count - kept_count
-                if kept_count == 0:
-                    if retain_empty or transactions.is_last_batch_of_active_producer(header):
-                        return empty_batch(header), header.last_offset, header.max_timestamp
-                    return None
-                if rebuilt is None:
-                    return data, header.last_offset, header.max_timestamp
-                return rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp
+                _count(stats, header.records_count, kept_count)
+                return _written(header, data, kept_count, rebuilt, retain_empty, transactions)
 
         records = decode_records(data)
-        stats.records_read += len(records)
         if discard_batch:
             kept: list[Record] = []
         elif header.is_control:
             kept = records  # a kept marker keeps its record
         else:
             kept = [r for r in records if self._keep_record(r, header, now_ms, stats)]
-        stats.records_retained += len(kept)
-        stats.records_removed += len(records) - len(kept)
-
+        _count(stats, len(records), len(kept))
         if not kept:
-            if retain_empty or transactions.is_last_batch_of_active_producer(header):
-                return empty_batch(header), header.last_offset, header.max_timestamp
-            return None
+            return _written(header, data, 0, None, retain_empty, transactions)
         has_tombstone = not header.is_control and any(r.value is None for r in kept)
         needs_horizon = (has_tombstone or (header.is_control and marker_discardable)) \
             and header.delete_horizon_ms is None
         if len(kept) == len(records) and not needs_horizon:
-            return data, header.last_offset, header.max_timestamp
+            return _written(header, data, len(kept), None, retain_empty, transactions)
         horizon = now_ms + config.delete_retention_ms if needs_horizon else header.delete_horizon_ms
-        rebuilt = rebuild_batch(header, kept, horizon)
-        return rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp
+        return _written(header, data, len(kept), rebuild_batch(header, kept, horizon), retain_empty, transactions)
 
     def _keep_record(self, record: Record, header: BatchHeader, now_ms: int, stats: CleanerStats) -> bool:
         decision = self.decision
@@ -363,14 +349,12 @@ class Cleaner:
     def _filter_legacy(self, info: BatchInfo, data: bytes, stats: CleanerStats) -> tuple[bytes, int, int] | None:
         """v0/v1 entries: kept as they are when whole; otherwise what remains is rewritten as v2 (KIP-724)."""
         records = decode_any(data, 0)[1]
-        stats.records_read += len(records)
         decision = self.decision
         # Legacy tombstones are kept while latest: Kafka's legacy horizon uses file mtimes,
         # which a copy can reset, so keeping them is the choice that never loses a delete.
         kept = [r for r in records
                 if r.offset > decision.reach or (r.key is not None and not decision.superseded(r))]
-        stats.records_retained += len(kept)
-        stats.records_removed += len(records) - len(kept)
+        _count(stats, len(records), len(kept))
         if not kept:
             return None
         if len(kept) == len(records):
@@ -383,3 +367,22 @@ class Cleaner:
         self.throttler.maybe_throttle(size)
         if self.progress is not None:
             self.progress(size)
+
+
+def _count(stats: CleanerStats, read: int, kept: int) -> None:
+    stats.records_read += read
+    stats.records_retained += kept
+    stats.records_removed += read - kept
+
+
+def _written(header: BatchHeader, data: bytes, kept: int, rebuilt: bytes | None, retain_empty: bool,
+             transactions: _Transactions) -> tuple[bytes, int, int] | None:
+    """What is written of a v2 batch that keeps ``kept`` records: the batch as it was (``rebuilt`` None),
+    rebuilt, emptied but kept (the round's last batch, an active producer's last), or nothing."""
+    if kept == 0:
+        if retain_empty or transactions.is_last_batch_of_active_producer(header):
+            return empty_batch(header), header.last_offset, header.max_timestamp
+        return None
+    if rebuilt is None:
+        return data, header.last_offset, header.max_timestamp
+    return rebuilt, header.last_offset, parse_header(rebuilt).max_timestamp
