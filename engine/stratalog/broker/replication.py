@@ -13,10 +13,11 @@ produces and the consumer fetches waiting for it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from stratalog.broker.controller import Controller
@@ -139,48 +140,52 @@ class ReplicaSet:
 
     # -- the leader's side ------------------------------------------------------------------
     def fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch) -> ReplicaFetchResult:
-        partition = self.partitions.get(tp)
-        if partition is None:
-            raise NotLeaderOrFollowerError(f"replica fetch from {tp}: broker {self.broker_id} has no replica of it")
-        before = partition.log.high_watermark
-        result = partition.fetch_for_follower(fetch)
+        partition = self._replica(tp)
         # Compared with the log, not the answer: an ISR proposal settled after the answer was
         # built (refused, or committed) may have moved the HW too, and its waiters must wake.
-        if partition.log.high_watermark != before:
-            self.on_high_watermark(tp)
-        return result
+        with self._waking_on_high_watermark_move(tp, partition):
+            return partition.fetch_for_follower(fetch)
 
     def try_fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch) -> ReplicaFetchResult | None:
         """``fetch_for_follower`` without blocking (for the event loop), or None: see
         ``Partition.try_fetch_for_follower``. An ISR proposal goes to the proposals thread."""
-        partition = self.partitions.get(tp)
-        if partition is None:
-            raise NotLeaderOrFollowerError(f"replica fetch from {tp}: broker {self.broker_id} has no replica of it")
-        before = partition.log.high_watermark
-        answer = partition.try_fetch_for_follower(fetch)
+        partition = self._replica(tp)
+        with self._waking_on_high_watermark_move(tp, partition):
+            answer = partition.try_fetch_for_follower(fetch)
         if answer is None:
             return None
         result, proposal = answer
         if proposal is not None:
             self._proposals.submit(self._propose, tp, partition, proposal)
-        if partition.log.high_watermark != before:
-            self.on_high_watermark(tp)
         return result
 
     def _propose(self, tp: TopicPartition, partition: Partition, proposal: Callable[[], None]) -> None:
-        before = partition.log.high_watermark
-        try:
-            proposal()
-        except Exception:  # noqa: BLE001 - one failed proposal must not end the thread's work
-            logger.exception("%s: ISR proposal failed", tp)
-        if partition.log.high_watermark != before:
-            self.on_high_watermark(tp)
+        with self._waking_on_high_watermark_move(tp, partition):
+            try:
+                proposal()
+            except Exception:  # noqa: BLE001 - one failed proposal must not end the thread's work
+                logger.exception("%s: ISR proposal failed", tp)
 
     def expire_lagging_followers(self) -> None:
         """Kafka's isr-expiration task: every leader drops the followers that fell behind."""
         for tp, partition in list(self.partitions.items()):
-            before = partition.log.high_watermark
-            if partition.maybe_shrink_isr() and partition.log.high_watermark != before:
+            with self._waking_on_high_watermark_move(tp, partition):
+                partition.maybe_shrink_isr()
+
+    def _replica(self, tp: TopicPartition) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            raise NotLeaderOrFollowerError(f"replica fetch from {tp}: broker {self.broker_id} has no replica of it")
+        return partition
+
+    @contextlib.contextmanager
+    def _waking_on_high_watermark_move(self, tp: TopicPartition, partition: Partition) -> Iterator[None]:
+        """Wakes the acks=all produces and fetches waiting on ``tp`` if the block moved its high watermark."""
+        before = partition.log.high_watermark
+        try:
+            yield
+        finally:
+            if partition.log.high_watermark != before:
                 self.on_high_watermark(tp)
 
     def take_over_logs(self) -> None:
