@@ -282,3 +282,68 @@ def test_a_rolled_segment_keeps_only_its_log_file_open(make_log):
     assert len(inactive) > 10
     assert not any(str(s.offset_index.path) in open_files or str(s.time_index.path) in open_files for s in inactive)
     assert all(r.offset == i for i, r in enumerate(log.read_records(0)))  # still readable
+
+
+# -- appends that must not block (an event loop's) ---------------------------------------------------
+def test_an_append_that_only_writes_to_the_page_cache_is_made_at_once_like_any_other(make_log):
+    log, twin = make_log("a-0"), make_log("b-0")
+    log.append(batch(1))                                # the first append of epoch 0 writes its checkpoint
+    twin.append(batch(1))
+    for n in (3, 2):
+        inline = log.try_append_prepared(log.prepare_append([batch(n)]))
+        assert inline is not None
+        assert inline == twin.append_batches([batch(n)])
+    assert log.read(0, 1 << 20).data == twin.read(0, 1 << 20).data
+    assert log.log_end_offset == 6 == log.high_watermark
+
+
+def test_an_append_that_would_wait_for_the_lock_is_not_made(make_log):
+    import threading
+
+    log = make_log()
+    log.append(batch(1))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with log.lock:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+        assert log.try_append_prepared(log.prepare_append([batch(1)])) is None
+    finally:
+        release.set()
+        holder.join()
+    assert log.log_end_offset == 1
+    assert log.try_append_prepared(log.prepare_append([batch(1)])) is not None
+
+
+def test_an_append_that_would_roll_flush_or_write_the_epoch_checkpoint_is_left_to_a_thread(make_log):
+    small = make_log("small-0", segment_bytes=300)
+    small.append(batch(2))
+    big = small.prepare_append([batch(4, value_size=40)])   # does not fit: the segment would roll
+    assert small.try_append_prepared(big) is None
+    assert small.log_end_offset == 2 and len(small.segments) == 1
+    small.append_prepared(big)
+    assert len(small.segments) == 2
+
+    flushing = make_log("flushing-0", flush_messages=3)
+    flushing.append(batch(1))                          # offset 0 (and epoch 0's checkpoint)
+    assert flushing.try_append_prepared(flushing.prepare_append([batch(2)])) is None   # offset 3 is due a flush
+    assert flushing.try_append_prepared(flushing.prepare_append([batch(1)])) is not None
+
+    epoch = make_log("epoch-0")
+    epoch.append(batch(1))
+    epoch.leader_epoch = 4                             # a new epoch: its first append writes the checkpoint
+    assert epoch.try_append_prepared(epoch.prepare_append([batch(1)])) is None
+    epoch.append(batch(1))
+    assert epoch.epoch_cache.latest_epoch() == 4
+    assert epoch.try_append_prepared(epoch.prepare_append([batch(1)])) is not None
+
+    several = make_log("several-0")
+    several.append(batch(1))
+    assert several.try_append_prepared(several.prepare_append([batch(1), batch(1)])) is None
+    assert several.log_end_offset == 1

@@ -253,6 +253,46 @@ def test_a_fetch_that_would_block_is_left_to_a_thread(tmp_path, clock):
     assert leader.remotes[1].log_end_offset == leader.log.log_end_offset   # only the answered fetch counted
 
 
+def test_a_produce_that_need_not_block_is_appended_at_once_and_refused_as_any_other(tmp_path, clock):
+    c = Cluster(tmp_path, clock, min_insync_replicas=2)
+    leader = c.partitions[0]
+    c.produce(0, b"first", acks=1)                      # epoch 0's first append writes its checkpoint
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    batch = build_batch([Record(0, clock.now, b"k", b"inline")])
+    answer = leader.try_append_as_leader([batch], required_acks=-1)
+    assert answer is not None
+    infos, epoch = answer
+    assert (infos[0].first_offset, epoch) == (1, 0) and leader.log.log_end_offset == 2
+    c.fetch(1, 0)
+    c.fetch(1, 0)
+    assert leader.log.high_watermark == 2               # the HW moves with the followers as after any append
+    with pytest.raises(UnknownLeaderEpochError):
+        leader.try_append_as_leader([batch], leader_epoch=1)
+    with pytest.raises(NotLeaderOrFollowerError):
+        c.partitions[1].try_append_as_leader([batch])
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with leader.lock:                               # an append (or a fetch) in progress on a thread
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+        assert leader.try_append_as_leader([batch]) is None
+    finally:
+        release.set()
+        holder.join()
+    assert leader.log.log_end_offset == 2
+    solo = Cluster(tmp_path / "solo", clock, replicas=1)   # an ISR of the leader alone: its HW is its LEO
+    solo.produce(0, b"first", acks=1)
+    assert solo.partitions[0].try_append_as_leader([batch]) is not None
+    assert offsets(solo.log(0)) == (2, 2)
+
+
 # -- fencing ------------------------------------------------------------------------------------------
 def test_requests_with_another_leader_epoch_are_fenced(tmp_path, clock):
     c = Cluster(tmp_path, clock)

@@ -187,15 +187,37 @@ class Partition:
                          leader_epoch: int = -1) -> list[AppendInfo]:
         """Append producers' batches; ``acks=all`` is refused up front when the ISR is too small."""
         with self.lock:
-            state = self._require_leader("produce to")
-            self._check_epoch(leader_epoch, "produce to")
-            if required_acks == -1 and len(state.isr) < self.min_insync_replicas:
-                raise NotEnoughReplicasError(
-                    f"produce to {self.log.topic_partition}: the ISR {list(state.isr)} is smaller than "
-                    f"min.insync.replicas={self.min_insync_replicas}")
+            self._check_may_append(required_acks, leader_epoch)
             infos = self.log.append_batches(batches)
             self._maybe_advance_high_watermark()
             return infos
+
+    def try_append_as_leader(self, batches: Sequence[bytes | bytearray], *, required_acks: int = 1,
+                             leader_epoch: int = -1) -> tuple[list[AppendInfo], int] | None:
+        """``append_as_leader`` for a caller that must not block (an event loop), with the leader
+        epoch it appended under; None and nothing appended when the partition is locked or the log
+        would block (``Log.try_append_prepared``): the caller then appends on a thread. Refusals
+        are raised as ``append_as_leader`` raises them."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            state = self._check_may_append(required_acks, leader_epoch)
+            infos = self.log.try_append_prepared(self.log.prepare_append(batches))
+            if infos is None:
+                return None
+            self._maybe_advance_high_watermark()
+            return infos, state.leader_epoch
+        finally:
+            self.lock.release()
+
+    def _check_may_append(self, required_acks: int, leader_epoch: int) -> PartitionState:
+        state = self._require_leader("produce to")
+        self._check_epoch(leader_epoch, "produce to")
+        if required_acks == -1 and len(state.isr) < self.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"produce to {self.log.topic_partition}: the ISR {list(state.isr)} is smaller than "
+                f"min.insync.replicas={self.min_insync_replicas}")
+        return state
 
     def acks_all_complete(self, last_offset: int, leader_epoch: int) -> bool:
         """Whether an acks=all append ending at ``last_offset`` under ``leader_epoch`` is committed now.

@@ -32,7 +32,7 @@ from stratalog.broker.engine import Engine
 from stratalog.broker.fetch import FetchedBatches, read_whole_batches
 from stratalog.broker.partitioner import partition_for_key
 from stratalog.broker.partition import Partition, ReplicaFetch, ReplicaFetchResult
-from stratalog.broker.produce import Acks, ProduceResult, append_to_log, append_to_logs
+from stratalog.broker.produce import Acks, ProduceResult, append_to_log, append_to_logs, try_append_to_log
 from stratalog.broker.replication import ReplicaSet
 from stratalog.broker.signals import AppendSignals
 from stratalog.broker.topics import TopicAdmin
@@ -129,7 +129,9 @@ class ReplicaManager:
         if partition is not None:
             return await self._append_replicated(partition, batches, acks)
         log = self.log(tp)
-        result = await self.run(append_to_log, log, batches, acks, now_ms)
+        result = try_append_to_log(log, batches, acks, now_ms)   # on the loop when it need not block
+        if result is None:
+            result = await self.run(append_to_log, log, batches, acks, now_ms)
         self.signals.notify(tp)
         return result
 
@@ -144,7 +146,13 @@ class ReplicaManager:
                 assert partition.state is not None
                 return ProduceResult.of(infos, partition.log.log_start_offset), partition.state.leader_epoch
 
-        result, epoch = await self.run(append)
+        # On the loop when nothing would block (most appends: a write to the page cache), saving
+        # the hop to the io pool and back that every acks=all round trip would otherwise pay.
+        inline = partition.try_append_as_leader(batches, required_acks=required)
+        if inline is not None:
+            result, epoch = ProduceResult.of(inline[0], partition.log.log_start_offset), inline[1]
+        else:
+            result, epoch = await self.run(append)
         self.signals.notify(tp)
         if acks is Acks.ALL:
             await self._await_high_watermark(partition, result.last_offset, epoch)

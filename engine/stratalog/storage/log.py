@@ -262,6 +262,33 @@ class Log:
             with self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
                 return [self._append_validated(v, prepared.now_ms) for v in validated]
 
+    def try_append_prepared(self, prepared: PreparedAppend) -> list[AppendInfo] | None:
+        """``append_prepared`` for a caller that must not block (an event loop), or None and
+        nothing appended: when the log's lock is held, when the config changed since the batches
+        were validated, or when the append would do more than write to the page cache and the
+        index maps -- roll a segment (files created, indexes trimmed, a flush), flush, or write
+        the leader-epoch checkpoint. The caller then calls ``append_prepared`` on a thread."""
+        if prepared.log is not self or len(prepared.validated) != 1:
+            return None
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            self._check_open()
+            if prepared.config is not self.config:
+                return None
+            validated = prepared.validated[0]
+            last_offset = self.log_end_offset + validated.last_offset_delta
+            params = RollParams(self.config.segment_ms, self.config.segment_bytes, validated.max_timestamp,
+                                last_offset, len(validated.data), prepared.now_ms)
+            if (self.active_segment.should_roll(params)
+                    or last_offset + 1 - self.recovery_point >= self.config.flush_messages
+                    or (self.leader_epoch >= 0 and self.epoch_cache.latest_epoch() != self.leader_epoch)):
+                return None
+            with self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
+                return [self._append_validated(validated, prepared.now_ms)]
+        finally:
+            self.lock.release()
+
     def _validate(self, batches: Sequence[bytes | bytearray], config: LogConfig, now: int
                   ) -> list[ValidatedBatch]:
         out = []
