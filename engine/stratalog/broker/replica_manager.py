@@ -80,11 +80,23 @@ class ReplicaManager:
         if loop is None or loop.is_closed():
             return
 
+        # Nobody waiting is the common case on a follower, whose HW moves every fetch round; the
+        # HW has moved before this check, so a waiter that registers after it sees the new HW.
+        if not (self.signals.awaited(tp) or self.hw_signals.awaited(tp)):
+            return
+
         def wake() -> None:
             self.signals.notify(tp)      # consumers waiting for committed data
             self.hw_signals.notify(tp)   # acks=all produces
 
-        loop.call_soon_threadsafe(wake)
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:   # a follower's fetch answered on the loop: no need to wake it through its pipe
+            wake()
+        else:
+            loop.call_soon_threadsafe(wake)
 
     def _leader_or_refuse(self, tp: TopicPartition, what: str) -> Partition | None:
         """The partition's leader replica here; None for a single-copy engine (no replication).

@@ -2,7 +2,7 @@
 
 A fetch with nothing to return waits on its partition's ``asyncio.Event`` instead of polling;
 an append sets (then replaces) it, so the waiting fetch answers as soon as data arrives and
-costs nothing while it waits. Used only on the event loop's thread.
+costs nothing while it waits. Used only on the event loop's thread (``awaited`` excepted).
 
 How each wait ended is counted, so that a wake-up that never comes shows as fetches that
 only ever expire.
@@ -69,6 +69,10 @@ class AppendSignals:
             return True
         self.counts.expired += 1
         return False
+
+    def awaited(self, tp: TopicPartition) -> bool:
+        """Whether anything took ``tp``'s event since its last notify (safe to ask from any thread)."""
+        return tp in self._events
 
     def notify(self, tp: TopicPartition) -> None:
         event = self._events.pop(tp, None)
