@@ -59,13 +59,14 @@ class FetchedBatches:
 
 
 def read_whole_batches(log: Log, offset: int, max_bytes: int,
-                       isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> FetchedBatches:
+                       isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK, *,
+                       min_one_message: bool = True) -> FetchedBatches:
     """Batches from ``offset`` up to the high watermark, or the last stable offset for read_committed
     (blocking: run it off the event loop)."""
     started = time.perf_counter()
     for attempt in range(1, READ_ATTEMPTS + 1):
         try:
-            info = log.read(offset, max_bytes, isolation=isolation)
+            info = log.read(offset, max_bytes, isolation=isolation, min_one_message=min_one_message)
             break
         except StratalogError:
             raise

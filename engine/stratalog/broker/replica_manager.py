@@ -249,6 +249,44 @@ class ReplicaManager:
             await self.signals.wait(event, remaining)
 
     # -- replication: a follower's fetch ----------------------------------------------------------
+    async def fetch_many(self, reads: Sequence[tuple[TopicPartition, int, int]], max_wait_ms: int, min_bytes: int,
+                         max_bytes: int, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
+                         ) -> list[FetchedBatches | StratalogError]:
+        """A consumer's fetch of several partitions (Kafka's DelayedFetch across them): each (partition,
+        offset, partition max bytes) read in order until ``max_bytes`` is used up -- the first batch
+        always, so one larger than the limits still moves the consumer -- then, while fewer than
+        ``min_bytes`` came back and nothing failed, a wait of up to ``max_wait_ms`` for an append to
+        any of them, and the reads again."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+
+        def read_all() -> list[FetchedBatches | StratalogError]:
+            out: list[FetchedBatches | StratalogError] = []
+            budget, min_one_message = max_bytes, True
+            for tp, offset, partition_max in reads:
+                try:
+                    self._leader_or_refuse(tp, "fetch from")
+                    fetched = read_whole_batches(self.log(tp), offset, min(partition_max, budget), isolation,
+                                                 min_one_message=min_one_message)
+                except StratalogError as error:
+                    out.append(error)
+                    continue
+                if fetched.data:
+                    min_one_message = False
+                budget = max(0, budget - len(fetched.data))
+                out.append(fetched)
+            return out
+
+        while True:
+            events = [self.signals.event(tp) for tp, _, _ in reads]   # before the reads
+            results = await self.run(read_all)
+            size = sum(len(r.data) for r in results if isinstance(r, FetchedBatches))
+            failed = any(isinstance(r, StratalogError) for r in results)
+            remaining = deadline - loop.time()
+            if size >= min_bytes or failed or remaining <= 0 or self.shutting_down or not reads:
+                return results
+            await self.signals.wait_any(events, remaining)
+
     async def replica_fetch(self, tp: TopicPartition, fetch: ReplicaFetch, max_wait_ms: int,
                             min_bytes: int = 1) -> ReplicaFetchResult:
         """A follower's fetch of one partition: ``replica_fetch_many`` with one entry, its error raised."""
@@ -328,6 +366,10 @@ class ReplicaManager:
         if timestamp == LATEST_TIMESTAMP:
             return OffsetAndTimestamp(bound, -1)
         return found if found.offset < bound else None
+
+    def leader_epoch_of(self, tp: TopicPartition, offset: int) -> int:
+        """The leader epoch of the batch holding ``offset`` (Kafka's ListOffsets answers it); -1 unknown."""
+        return self.log(tp).epoch_cache.epoch_for_offset(offset)
 
     async def delete_records(self, tp: TopicPartition, before_offset: int) -> tuple[int, int]:
         """Kafka's DeleteRecords (-1: the high watermark); (the new log start offset, segments left)."""

@@ -26,6 +26,15 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int | None:
         return self._entries[-1][0] if self._entries else None
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose leader wrote ``offset`` (the latest at or before it); -1 if none is known."""
+        epoch = -1
+        for entry_epoch, start in self._entries:
+            if start > offset:
+                break
+            epoch = entry_epoch
+        return epoch
+
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (a no-op if it is already known)."""
         if epoch < 0:
