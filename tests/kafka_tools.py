@@ -74,13 +74,14 @@ class KafkaToolchain:
     def dump_log_segments_class(self) -> str:
         return _find_main_class(self.libs, _DUMP_LOG_SEGMENTS_CLASSES)
 
-    def java(self, main_class: str, args: Sequence[str], *, timeout: float = TOOL_TIMEOUT_S) -> ToolResult:
+    def java(self, main_class: str, args: Sequence[str], *, timeout: float = TOOL_TIMEOUT_S,
+             input: bytes | None = None) -> ToolResult:
         java = shutil.which("java")
         if java is None:
             raise KafkaToolchainError("java is not on PATH (Kafka's tools need Java 17+)")
         command = (java, *JVM_OPTIONS, "-cp", self.classpath, main_class, *args)
         env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")}
-        proc = subprocess.run(command, capture_output=True, timeout=timeout, env=env, check=False)
+        proc = subprocess.run(command, capture_output=True, timeout=timeout, env=env, check=False, input=input)
         return ToolResult(command, proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8"))
 
     def dump_log_segments(self, files: Sequence[Path | str], *flags: str) -> ToolResult:

@@ -26,6 +26,7 @@ from kafka.record.memory_records import MemoryRecords
 RECORD_BATCH = "application/vnd.kafka.record-batch"
 STARTUP_BOUND_S = 60.0
 _LISTENING = re.compile(r"listening on (http://[^\s]+)")
+_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s)]+)\)")
 # The ``stratalog`` console script, run with this interpreter (whatever venv the tests run in).
 STRATALOG = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())"]
 
@@ -56,6 +57,12 @@ class Server:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kafka_address(self) -> str:
+        """HOST:PORT of the Kafka-protocol listener (started with ``--kafka-listen``), once ready."""
+        found = _KAFKA_LISTENING.findall(self.log_path.read_bytes()[self._log_offset:].decode(errors="replace"))
+        assert found, f"stratalog serve has no Kafka listener:\n{self.log()}"
+        return str(found[-1])
 
     def _wait_for_address(self) -> str:
         deadline = time.monotonic() + STARTUP_BOUND_S

@@ -1,10 +1,11 @@
-"""``stratalog serve``: run the engine as a service with an HTTP API (default 127.0.0.1:8092).
+"""``stratalog serve``: run the engine as a service with an HTTP API (default 127.0.0.1:8092), and
+with ``--kafka-listen`` Kafka's wire protocol for Kafka clients too.
 
-The default port is 8092, not Kafka's 9092: this is not the Kafka wire
-protocol, and a Kafka client pointed at it by habit should fail to connect
-rather than talk HTTP. The server needs the ``server`` extra (aiohttp,
-prometheus_client), imported only when this command runs, so the rest of the
-CLI works without it.
+The HTTP default port is 8092, not Kafka's 9092: a Kafka client pointed at it by habit should
+fail to connect rather than talk HTTP. The Kafka listener is off unless asked for, so that a
+local Kafka broker on 9092 does not stop the service from starting. The server needs the
+``server`` extra (aiohttp, prometheus_client, kio), imported only when this command runs, so the
+rest of the CLI works without it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def register(sub: Any) -> None:
                              "(PUT /v1/replication/partitions/...), followers fetch from their leaders")
     parser.add_argument("--controller", default=None, metavar="URL",
                         help="where a leader proposes ISR changes (POST URL/alter-partition); needs --broker-id")
+    parser.add_argument("--kafka-listen", default=None, metavar="HOST:PORT",
+                        help="also serve Kafka's wire protocol here, for Kafka clients (e.g. 127.0.0.1:9092; "
+                             "port 0 picks a free port, printed on startup); off unless given")
+    parser.add_argument("--kafka-advertise", default=None, metavar="HOST:PORT",
+                        help="the address Metadata gives Kafka clients (default: the --kafka-listen address)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--access-log", action="store_true", help="log every request")
     parser.set_defaults(run=run)
@@ -67,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         host, port = parse_listen(args.listen)
         topics = [parse_create_topic(t) for t in args.create_topic]
+        kafka_listen = parse_listen(args.kafka_listen, flag="--kafka-listen") if args.kafka_listen else None
+        kafka_advertise = parse_listen(args.kafka_advertise, flag="--kafka-advertise") if args.kafka_advertise \
+            else None
     except ValueError as error:
         raise SystemExit(f"stratalog serve: {error}") from None
     for name, _ in topics:
@@ -80,10 +89,13 @@ def run(args: argparse.Namespace) -> int:
     properties = parse_key_value_pairs(args.config, where="--config")
     settings = Settings(io_threads=args.io_threads, max_fetch_wait_ms=args.max_fetch_wait_ms,
                         max_partitions_per_topic=args.max_partitions_per_topic)
+    if kafka_advertise is not None and kafka_listen is None:
+        raise SystemExit("stratalog serve: --kafka-advertise needs --kafka-listen")
     if (args.broker_id is None) != (args.controller is None):
         raise SystemExit("stratalog serve: --broker-id and --controller go together")
     if args.broker_id is not None and args.broker_id < 0:
         raise SystemExit("stratalog serve: --broker-id must be ≥ 0")
     options = ServeOptions([Path(d) for d in args.data_dirs], host, port, properties, args.schedule, topics,
-                           settings, args.shutdown_timeout, args.access_log, args.broker_id, args.controller)
+                           settings, args.shutdown_timeout, args.access_log, args.broker_id, args.controller,
+                           kafka_listen, kafka_advertise)
     return main(options, log_level=args.log_level)

@@ -29,6 +29,8 @@ from stratalog.common.errors import StratalogError
 from stratalog.broker.engine import Engine
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.app import create_app
+from stratalog.server.kafka.context import KafkaContext
+from stratalog.server.kafka.listener import KafkaListener
 from stratalog.server.replication import ControllerClient, LeaderSession
 from stratalog.server.state import ServerState, Settings
 from stratalog.broker.topics import TopicAdmin
@@ -49,13 +51,16 @@ class ServeOptions:
     access_log: bool = False
     broker_id: int | None = None        # take part in replication (with controller_url)
     controller_url: str | None = None
+    kafka_listen: tuple[str, int] | None = None      # the Kafka-protocol listener, off when None
+    kafka_advertise: tuple[str, int] | None = None   # what Metadata tells clients; the listener's address by default
 
 
-def parse_listen(text: str) -> tuple[str, int]:
+def parse_listen(text: str, *, flag: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT`` or ``[V6]:PORT``; port 0 picks a free one (printed when listening)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8092")
+        example = "127.0.0.1:9092" if flag.startswith("--kafka") else "127.0.0.1:8092"
+        raise ValueError(f"{flag} {text!r}: expected HOST:PORT, e.g. {example}")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)
 
@@ -130,6 +135,7 @@ async def serve(options: ServeOptions) -> int:
         loop.add_signal_handler(signum, on_signal, signum)
 
     status = 0
+    kafka: KafkaListener | None = None
     try:
         try:
             # The start cannot be interrupted half-way (recovery renames files); a signal
@@ -139,14 +145,21 @@ async def serve(options: ServeOptions) -> int:
                 replicas = _replica_set(engine, options.broker_id, options.controller_url)
                 state.broker.attach_replicas(replicas.start(), loop)
                 logger.info("replication: broker %d, controller %s", options.broker_id, options.controller_url)
+            if options.kafka_listen is not None:
+                kafka = await _listen_kafka(state, options)
             state.started = True
             logger.info("ready (schedule %s)", "on" if options.schedule else "off: use /v1/maintenance/*")
             await stop.wait()
         except StratalogError as error:
             logger.error("cannot start: %s: %s", error.code, error)
             status = 1
+        except OSError as error:   # the Kafka listener's address is taken or not ours
+            logger.error("cannot start: %s", error.strerror)
+            status = 1
         finally:
             state.draining = True
+            if kafka is not None:
+                await kafka.close()
             await runner.cleanup()  # stop accepting; wait for handlers in flight; on_shutdown wakes long polls
             # Engine calls already on the pools finish (an accepted append is completed) before the stop.
             await loop.run_in_executor(None, state.shutdown_pools)
@@ -159,6 +172,24 @@ async def serve(options: ServeOptions) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     return status
+
+
+async def _listen_kafka(state: ServerState, options: ServeOptions) -> KafkaListener:
+    assert options.kafka_listen is not None
+    host, port = options.kafka_listen
+    ctx = KafkaContext(state.broker, state.engine, options.broker_id or 0, host, port,
+                       state.settings.max_fetch_wait_ms)
+    listener = KafkaListener(ctx)
+    try:
+        addresses = await listener.start(host, port)
+    except OSError as error:
+        raise OSError(error.errno, f"cannot listen for Kafka clients on {host}:{port}: {error.strerror}") from None
+    bound_host, bound_port = addresses[0]
+    ctx.advertised_host, ctx.advertised_port = options.kafka_advertise or (
+        host if host not in ("0.0.0.0", "::") else "127.0.0.1", bound_port)
+    logger.info("listening for Kafka clients on %s:%d (advertised as %s:%d)", bound_host, bound_port,
+                ctx.advertised_host, ctx.advertised_port)
+    return listener
 
 
 def main(options: ServeOptions, *, log_level: str = "INFO") -> int:

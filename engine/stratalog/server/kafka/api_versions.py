@@ -1,0 +1,43 @@
+"""ApiVersions: the API versions this listener implements in full, and nothing more.
+
+A client picks, per API, the highest version both sides know; a version listed here must
+therefore be served completely. Kafka 4 dropped Produce below 3 and Fetch below 4 (KIP-896);
+Fetch stops at 12 because 13 names topics by id, which this engine does not keep yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stratalog.server.kafka.codec import Request
+
+API_VERSIONS = 18
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+
+SUPPORTED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (1, 12),
+    API_VERSIONS: (0, 3),
+}
+
+UNSUPPORTED_VERSION = 35
+
+
+def supported(api_key: int, version: int) -> bool:
+    bounds = SUPPORTED.get(api_key)
+    return bounds is not None and bounds[0] <= version <= bounds[1]
+
+
+def api_versions_response(error_code: int = 0) -> dict[str, Any]:
+    return {"error_code": error_code, "throttle_time": 0,
+            "api_keys": [{"api_key": key, "min_version": low, "max_version": high}
+                         for key, (low, high) in sorted(SUPPORTED.items())]}
+
+
+async def handle(request: Request) -> dict[str, Any]:
+    return api_versions_response()

@@ -1,0 +1,153 @@
+"""Kafka's request and response frames, through kio's classes generated from Kafka's JSON schemas.
+
+Every API version is its own set of kio classes with its own fields. The handlers work on
+plain values -- dicts whose keys are the schema's field names -- and ``build`` turns them into
+the classes of the version the client asked for, leaving out what that version lacks and
+failing loudly on a field it needs that the handler did not give. Requests are read into kio's
+classes and handlers read them with ``field``, which gives a default for a field the version
+lacks.
+
+A frame that does not parse is a ``MalformedFrame``: the listener closes the connection, as
+Kafka's broker does with an ``InvalidRequestException``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kio.index
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+from kio.static.primitive import i32Timedelta
+
+from stratalog.common.errors import StratalogError
+
+
+class MalformedFrame(Exception):
+    """A request frame that is not a Kafka request this listener can read."""
+
+
+@dataclass(frozen=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any          # the kio request entity
+    response_class: Any     # the kio response class of this version
+    response_header: Any
+
+
+def read_request(frame: bytes) -> Request:
+    """One request (the frame without its size prefix): header, then the body of its version."""
+    if len(frame) < 8:
+        raise MalformedFrame(f"a request frame of {len(frame)} bytes is shorter than a request header (8 bytes)")
+    api_key = int.from_bytes(frame[0:2], "big", signed=True)
+    api_version = int.from_bytes(frame[2:4], "big", signed=True)
+    try:
+        request_module = kio.index.load_payload_module(api_key, api_version, EntityType.request)
+        response_module = kio.index.load_payload_module(api_key, api_version, EntityType.response)
+    except kio.index.KioIndexError as error:
+        raise MalformedFrame(f"API key {api_key} version {api_version} is unknown: {error}") from None
+    request_class = _payload_class(request_module, EntityType.request)
+    response_class = _payload_class(response_module, EntityType.response)
+    try:
+        header, used = entity_reader(request_class.__header_schema__)(frame, 0)
+        body, body_size = entity_reader(request_class)(frame, used)
+    except Exception as error:   # kio's readers raise whatever the bytes provoke (struct, unicode, its own)
+        raise MalformedFrame(f"API key {api_key} version {api_version}: the request does not parse: "
+                             f"{type(error).__name__}: {error}") from None
+    if used + body_size != len(frame):
+        raise MalformedFrame(f"API key {api_key} version {api_version}: {len(frame) - used - body_size} bytes "
+                             "follow the request")
+    return Request(api_key, api_version, header.correlation_id, header.client_id, body, response_class,
+                   response_class.__header_schema__)
+
+
+def _payload_class(module: types.ModuleType, kind: EntityType) -> Any:
+    for value in vars(module).values():
+        if isinstance(value, type) and getattr(value, "__type__", None) is kind:
+            return value
+    raise MalformedFrame(f"{module.__name__} has no {kind.name} class")
+
+
+def write_response(request: Request, values: Mapping[str, Any]) -> bytes:
+    """The response frame, size prefix included, of ``values`` in the request's version."""
+    body = io.BytesIO()
+    body.write(b"\0\0\0\0")
+    entity_writer(request.response_header)(body, request.response_header(correlation_id=request.correlation_id))
+    entity_writer(request.response_class)(body, build(request.response_class, values))
+    frame = body.getbuffer()
+    frame[0:4] = (len(frame) - 4).to_bytes(4, "big")
+    return bytes(frame)
+
+
+def build(cls: Any, values: Mapping[str, Any]) -> Any:
+    """An instance of the kio class ``cls`` from plain values, nested dicts and lists included."""
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise KeyError(f"{cls.__module__}.{cls.__qualname__} needs {f.name!r}")
+            continue
+        kwargs[f.name] = _convert(f.type, f.metadata.get("kafka_type"), values[f.name])
+    return cls(**kwargs)
+
+
+def _convert(annotation: Any, kafka_type: str | None, value: Any) -> Any:
+    if value is None:
+        return None
+    annotation = _not_none(annotation)
+    if typing.get_origin(annotation) is tuple:
+        item = typing.get_args(annotation)[0]
+        return tuple(_convert(item, kafka_type, v) for v in value)
+    if dataclasses.is_dataclass(annotation):
+        return build(annotation, value)
+    if kafka_type == "error_code":
+        return ErrorCode(value)
+    if kafka_type == "timedelta_i32":
+        return i32Timedelta.parse(datetime.timedelta(milliseconds=value))
+    if kafka_type == "datetime_i64":
+        return None if value < 0 else datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc)
+    return value
+
+
+def _not_none(annotation: Any) -> Any:
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0]
+    return annotation
+
+
+def field(entity: Any, name: str, default: Any = None) -> Any:
+    """A request field, or ``default`` in a version that lacks it."""
+    return getattr(entity, name, default)
+
+
+def error_code(error: BaseException | None) -> int:
+    """Kafka's numeric code for an engine error (its ``code`` is Kafka's name for it)."""
+    if error is None:
+        return 0
+    if isinstance(error, StratalogError):
+        try:
+            return int(ErrorCode[error.code.lower()])
+        except KeyError:
+            return int(ErrorCode.unknown_server_error)
+    return int(ErrorCode.unknown_server_error)
+
+
+def millis(value: Any) -> int:
+    """A kio time value (timedelta, aware datetime or int) as milliseconds."""
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)

@@ -1,0 +1,42 @@
+"""ListOffsets: the earliest (-2) or latest (-1) offset, the record of the largest timestamp (-3),
+or the first offset whose timestamp is at or after a time, bounded by the high watermark (or
+the last stable offset for read_committed), as ``ReplicaManager.list_offsets`` defines them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from stratalog.broker.fetch import FetchIsolation
+from stratalog.common.errors import StratalogError
+from stratalog.common.names import TopicPartition
+from stratalog.server.kafka.codec import Request, error_code, field, millis
+from stratalog.server.kafka.context import KafkaContext
+
+READ_COMMITTED = 1
+
+
+async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
+    body = request.body
+    isolation = (FetchIsolation.TXN_COMMITTED if field(body, "isolation_level", 0) == READ_COMMITTED
+                 else FetchIsolation.HIGH_WATERMARK)
+    asked = [(topic.name, p.partition_index, millis(p.timestamp)) for topic in body.topics for p in topic.partitions]
+    found = await asyncio.gather(*(_one(ctx, TopicPartition(name, index), timestamp, isolation)
+                                   for name, index, timestamp in asked))
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (name, _, _), partition in zip(asked, found):
+        topics.setdefault(name, []).append(partition)
+    return {"throttle_time": 0, "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+
+
+async def _one(ctx: KafkaContext, tp: TopicPartition, timestamp: int, isolation: FetchIsolation) -> dict[str, Any]:
+    entry: dict[str, Any] = {"partition_index": tp.partition, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    try:
+        found = await ctx.broker.list_offsets(tp, timestamp, isolation)
+    except StratalogError as error:
+        return {**entry, "error_code": error_code(error)}
+    if found is None:   # no record at or after that time: Kafka answers -1, -1
+        return {**entry, "error_code": 0}
+    epoch = ctx.broker.leader_epoch_of(tp, found.offset)
+    return {**entry, "error_code": 0, "timestamp": found.timestamp, "offset": found.offset, "leader_epoch": epoch}
+

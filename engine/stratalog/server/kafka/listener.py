@@ -1,0 +1,141 @@
+"""The Kafka-protocol listener: size-prefixed frames over TCP, answered in order per connection.
+
+Like Kafka's broker, a connection's requests are handled one at a time and answered in the
+order they came (a client may send several before reading); a long-polling fetch therefore
+holds only its own connection. A frame larger than ``socket.request.max.bytes``, one that
+does not parse, or a request for an API or version not offered in ApiVersions closes the
+connection, as Kafka does; nothing of such a request is written. ApiVersions of a version
+this listener does not know is answered in version 0 with UNSUPPORTED_VERSION and the
+versions it does know, so that the client can retry with one of them (KIP-511).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+
+from stratalog.server.kafka import api_versions, fetch, list_offsets, metadata, produce
+from stratalog.server.kafka.codec import MalformedFrame, Request, read_request, write_response
+from stratalog.server.kafka.context import KafkaContext
+
+logger = logging.getLogger(__name__)
+
+SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes
+
+Handler = Callable[[KafkaContext, Request], Awaitable["dict[str, Any] | None"]]
+
+
+async def _api_versions(ctx: KafkaContext, request: Request) -> dict[str, Any]:
+    return await api_versions.handle(request)
+
+
+HANDLERS: dict[int, Handler] = {
+    api_versions.API_VERSIONS: _api_versions,
+    api_versions.METADATA: metadata.handle,
+    api_versions.PRODUCE: produce.handle,
+    api_versions.FETCH: fetch.handle,
+    api_versions.LIST_OFFSETS: list_offsets.handle,
+}
+
+
+class KafkaListener:
+    def __init__(self, ctx: KafkaContext, *, max_request_bytes: int = SOCKET_REQUEST_MAX_BYTES) -> None:
+        self.ctx = ctx
+        self.max_request_bytes = max_request_bytes
+        self.server: asyncio.Server | None = None
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        self._busy: set[asyncio.Task[None]] = set()   # handling a request: let it answer before closing
+        self._closing = False
+        self.closed_for_bad_frames = 0
+
+    async def start(self, host: str, port: int) -> list[tuple[str, int]]:
+        self.server = await asyncio.start_server(self._serve, host, port)
+        return [sock.getsockname()[:2] for sock in self.server.sockets]
+
+    async def close(self, grace_s: float = 10.0) -> None:
+        """Stop accepting; idle connections close now, busy ones after answering (at most ``grace_s``)."""
+        self._closing = True
+        if self.server is not None:
+            self.server.close()
+        for task, writer in list(self._connections.items()):
+            if task not in self._busy:
+                writer.close()
+        tasks = list(self._connections)
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        if self.server is not None:
+            await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[task] = writer
+        peer = writer.get_extra_info("peername")
+        try:
+            while not self._closing:
+                try:
+                    size_bytes = await reader.readexactly(4)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return   # the client closed, or we are closing
+                (size,) = struct.unpack(">i", size_bytes)
+                if not 8 <= size <= self.max_request_bytes:
+                    self._refuse(peer, f"a request of {size} bytes (the limit is socket.request.max.bytes="
+                                       f"{self.max_request_bytes}, a request header needs 8)")
+                    return
+                frame = await reader.readexactly(size)
+                self._busy.add(task)
+                try:
+                    answer = await self._answer(frame, peer)
+                    if answer is None:
+                        return
+                    if answer:
+                        writer.write(answer)
+                        await writer.drain()
+                finally:
+                    self._busy.discard(task)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        except asyncio.CancelledError:
+            # Only ``close`` cancels, after its grace: end quietly (asyncio would log a cancelled
+            # connection task as an error).
+            return
+        finally:
+            self._connections.pop(task, None)
+            writer.close()
+
+    async def _answer(self, frame: bytes, peer: object) -> bytes | None:
+        """The response frame; empty when none is due (acks=0); None to close the connection."""
+        api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
+        if not api_versions.supported(api_key, version):
+            if api_key == api_versions.API_VERSIONS:
+                return _unsupported_api_versions(correlation_id)
+            self._refuse(peer, f"API key {api_key} version {version} is not offered in ApiVersions")
+            return None
+        try:
+            request = read_request(frame)
+        except MalformedFrame as error:
+            self._refuse(peer, str(error))
+            return None
+        values = await HANDLERS[api_key](self.ctx, request)
+        if values is None:
+            return b""
+        return write_response(request, values)
+
+    def _refuse(self, peer: object, why: str) -> None:
+        self.closed_for_bad_frames += 1
+        logger.warning("Kafka listener: closing the connection from %s: %s", peer, why)
+
+
+def _unsupported_api_versions(correlation_id: int) -> bytes:
+    request = Request(api_versions.API_VERSIONS, 0, correlation_id, None, ApiVersionsRequestV0(),
+                      ApiVersionsResponseV0, ApiVersionsResponseV0.__header_schema__)
+    return write_response(request, api_versions.api_versions_response(api_versions.UNSUPPORTED_VERSION))

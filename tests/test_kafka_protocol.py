@@ -1,0 +1,360 @@
+"""Kafka clients talk to ``stratalog serve --kafka-listen``: real clients, then raw frames.
+
+kafka-python, aiokafka and confluent-kafka (librdkafka) produce and consume through the Kafka
+wire protocol; what they write reads back through the HTTP API byte for byte, and the
+reverse. Raw frames (``kafka_wire``) check what clients never send: versions not offered,
+frames too large or broken, requests that must be refused with Kafka's error codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafka_tools import kafka_toolchain  # noqa: F401  (a fixture)
+from kafka_wire import call, closed_without_answer, connect, read_frame, request_frame
+from server_harness import RECORD_BATCH, Server, kafka_batch, kafka_parse
+
+TOPIC = "events"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("kafka")
+    running = Server([root / "data"], "--no-schedule", "--kafka-listen", "127.0.0.1:0", "--max-fetch-wait-ms",
+                     "1000", "--create-topic", f"{TOPIC}:3", "--create-topic", "http-in:1",
+                     "--create-topic", "refusals:1", "--create-topic", "java:1").start()
+    yield running
+    assert running.terminate() == 0, running.log()
+    assert "Traceback" not in running.log(), running.log()
+
+
+def http_batches(server: Server, topic: str, partition: int) -> bytes:
+    reply = server.get(f"/v1/topics/{topic}/partitions/{partition}/records", params={"offset": 0,
+                       "maxBytes": 1 << 20}, headers={"Accept": RECORD_BATCH})
+    assert reply.status_code == 200, reply.text
+    return reply.content
+
+
+# -- real clients ----------------------------------------------------------------------------------
+def test_kafka_python_produces_with_each_acks_and_consumes_what_it_wrote(server: Server):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    address = server.kafka_address()
+    sent = []
+    for acks in (1, "all", 0):
+        # Idempotence (InitProducerId, sequence checks) is not served yet: kafka-python turns it on
+        # by itself for acks=all, so it is turned off here.
+        producer = KafkaProducer(bootstrap_servers=address, acks=acks, linger_ms=2, enable_idempotence=False)
+        futures = [producer.send(TOPIC, key=b"k%d" % i, value=b"kafka-python acks=%s #%d" % (str(acks).encode(), i),
+                                 partition=0, headers=[("h", b"x")]) for i in range(10)]
+        producer.flush()
+        if acks != 0:
+            assert [f.get(10).offset for f in futures] == list(range(len(sent), len(sent) + 10))
+        sent += [(b"k%d" % i, b"kafka-python acks=%s #%d" % (str(acks).encode(), i)) for i in range(10)]
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=address, enable_auto_commit=False, consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition(TOPIC, 0)])
+    consumer.seek_to_beginning()
+    got = [(m.offset, m.key, m.value, m.headers) for m in consumer]
+    consumer.close()
+    assert [(k, v) for _, k, v, _ in got] == sent
+    assert [o for o, _, _, _ in got] == list(range(30))
+    assert all(h == [("h", b"x")] for _, _, _, h in got)
+    # The same bytes through HTTP: the batches as the client built them, offsets stamped by the log.
+    assert [(r.key, r.value) for _, r in kafka_parse(http_batches(server, TOPIC, 0))] == sent
+
+
+def test_librdkafka_produces_compressed_batches_and_consumes_them(server: Server):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    address = server.kafka_address()
+    # zstd: librdkafka offers lz4 only to brokers that serve FindCoordinator (not yet here).
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 5, "compression.type": "zstd", "acks": "all"})
+    delivered: list[tuple[object, int]] = []
+    for i in range(200):
+        producer.produce(TOPIC, key=b"r%d" % i, value=b"librdkafka %d " % i * 20, partition=1,
+                         on_delivery=lambda error, message: delivered.append((error, message.offset())))
+    assert producer.flush(30) == 0
+    assert [e for e, _ in delivered if e is not None] == []
+    assert sorted(o for _, o in delivered) == list(range(200))
+    consumer = Consumer({"bootstrap.servers": address, "group.id": "unused-by-assign", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, 1, OFFSET_BEGINNING)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 200 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None:
+            assert message.error() is None, message.error()
+            got.append((message.offset(), message.key(), message.value()))
+    consumer.close()
+    assert got == [(i, b"r%d" % i, b"librdkafka %d " % i * 20) for i in range(200)]
+    batches = list(kafka_parse(http_batches(server, TOPIC, 1)))
+    assert batches and all(batch.compression_type == 4 for batch, _ in batches)   # zstd, stored as sent
+
+
+def test_aiokafka_produces_and_consumes(server: Server):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    address = server.kafka_address()
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=address)
+        await producer.start()
+        try:
+            offsets = [(await producer.send_and_wait(TOPIC, b"aiokafka %d" % i, partition=2)).offset for i in range(5)]
+        finally:
+            await producer.stop()
+        assert offsets == [0, 1, 2, 3, 4]
+        consumer = AIOKafkaConsumer(bootstrap_servers=address, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(TOPIC, 2)])
+            await consumer.seek_to_beginning(TopicPartition(TOPIC, 2))
+            got: list[bytes] = []
+            while len(got) < 5:
+                batch = await consumer.getmany(timeout_ms=5000)
+                assert batch, "no records within 5 s"
+                got += [m.value for messages in batch.values() for m in messages]
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == [b"aiokafka %d" % i for i in range(5)]
+
+
+def test_kafkas_own_console_producer_and_consumer_write_and_read_a_topic(server: Server, kafka_toolchain):
+    address = server.kafka_address()
+    lines = "".join(f"key{i}:console line {i}\n" for i in range(5)).encode()
+    # The Java producer's default idempotence needs InitProducerId, not served yet.
+    produced = kafka_toolchain.java("org.apache.kafka.tools.ConsoleProducer", [
+        "--bootstrap-server", address, "--topic", "java", "--command-property", "enable.idempotence=false",
+        "--reader-property", "parse.key=true", "--reader-property", "key.separator=:"], input=lines)
+    assert produced.returncode == 0, produced.describe()
+    consumed = kafka_toolchain.java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
+        "--bootstrap-server", address, "--topic", "java", "--partition", "0", "--offset", "earliest",
+        "--max-messages", "5", "--formatter-property", "print.key=true", "--formatter-property", "key.separator=:"])
+    assert consumed.returncode == 0, consumed.describe()
+    assert consumed.stdout.splitlines() == [f"key{i}:console line {i}" for i in range(5)]
+
+
+def test_records_produced_through_http_are_read_by_a_kafka_consumer_unchanged(server: Server):
+    from kafka import KafkaConsumer, TopicPartition
+
+    batch = kafka_batch([(b"a", b"one"), (None, b"two"), (b"c", None)], timestamp=1_700_000_000_000,
+                        headers=[("trace", b"7")])
+    reply = server.post("/v1/topics/http-in/partitions/0/records", data=batch, headers={"Content-Type": RECORD_BATCH})
+    assert reply.status_code == 200, reply.text
+    consumer = KafkaConsumer(bootstrap_servers=server.kafka_address(), enable_auto_commit=False,
+                             consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition("http-in", 0)])
+    consumer.seek_to_beginning()
+    got = [(m.offset, m.timestamp, m.key, m.value, m.headers) for m in consumer]
+    consumer.close()
+    assert got == [(0, 1_700_000_000_000, b"a", b"one", [("trace", b"7")]),
+                   (1, 1_700_000_000_001, None, b"two", [("trace", b"7")]),
+                   (2, 1_700_000_000_002, b"c", None, [("trace", b"7")])]
+
+
+def test_list_offsets_gives_the_earliest_the_latest_and_the_offset_for_a_time(server: Server):
+    from kafka import KafkaConsumer, TopicPartition
+
+    for i in range(3):
+        batch = kafka_batch([(None, b"t%d" % i)], timestamp=1_700_000_100_000 + i * 1000)
+        assert server.post("/v1/topics/refusals/partitions/0/records", data=batch,
+                           headers={"Content-Type": RECORD_BATCH}).status_code == 200
+    tp = TopicPartition("refusals", 0)
+    consumer = KafkaConsumer(bootstrap_servers=server.kafka_address())
+    assert consumer.beginning_offsets([tp]) == {tp: 0}
+    assert consumer.end_offsets([tp]) == {tp: 3}
+    found = consumer.offsets_for_times({tp: 1_700_000_100_500})[tp]
+    assert (found.offset, found.timestamp) == (1, 1_700_000_101_000)
+    assert consumer.offsets_for_times({tp: 1_700_000_200_000})[tp] is None
+    consumer.close()
+    from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kio.schema.list_offsets.v7.response import ListOffsetsResponse
+
+    def listed(timestamp: int) -> tuple[int, int, int, int]:
+        _, response = call(server.kafka_address(), ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+            ListOffsetsTopic(name="refusals", partitions=(ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),)), ListOffsetsResponse)
+        p = response.topics[0].partitions[0]
+        return int(p.error_code), p.offset, p.timestamp, p.leader_epoch
+
+    assert listed(-1) == (0, 3, -1, 0)                       # latest: the log end, in leader epoch 0
+    assert listed(-3) == (0, 2, 1_700_000_102_000, 0)        # the record with the largest timestamp
+
+
+# -- refusals, with Kafka's error codes -----------------------------------------------------------
+def produce_request(topic: str, partition: int, records: bytes, acks: int = 1):
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.static.primitive import i32Timedelta
+    import datetime
+
+    return ProduceRequest(transactional_id=None, acks=acks, timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
+                          topic_data=(TopicProduceData(name=topic, partition_data=(
+                              PartitionProduceData(index=partition, records=records),)),))
+
+
+def test_a_produce_is_refused_per_partition_with_kafkas_codes_and_nothing_is_written(server: Server):
+    from kio.schema.produce.v9.response import ProduceResponse
+
+    before = http_batches(server, "refusals", 0)
+    one = kafka_batch([(None, b"x")])
+    for topic, partition, records, acks, code in [
+        ("no-such-topic", 0, one, 1, 3),         # UNKNOWN_TOPIC_OR_PARTITION
+        ("refusals", 7, one, 1, 3),
+        ("refusals", 0, one + one, 1, 87),       # INVALID_RECORD: a v2 produce holds exactly one batch
+        ("refusals", 0, one[:-1], 1, 2),         # CORRUPT_MESSAGE: cut short
+        ("refusals", 0, one, 2, 21),             # INVALID_REQUIRED_ACKS
+    ]:
+        correlation, response = call(server.kafka_address(), produce_request(topic, partition, records, acks),
+                                     ProduceResponse)
+        assert correlation == 42
+        answer = response.responses[0].partition_responses[0]
+        assert (answer.index, int(answer.error_code)) == (partition, code), answer
+        assert answer.error_message
+    assert http_batches(server, "refusals", 0) == before
+
+
+def test_a_fetch_out_of_range_and_of_an_unknown_partition_get_their_codes(server: Server):
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.fetch.v12.response import FetchResponse
+    from kio.static.primitive import i32Timedelta
+    import datetime
+
+    request = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=10)),
+                           min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=(FetchTopic(topic="refusals", partitions=(
+                               FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=10_000,
+                                              last_fetched_epoch=-1, log_start_offset=-1,
+                                              partition_max_bytes=1 << 20),
+                               FetchPartition(partition=9, current_leader_epoch=-1, fetch_offset=0,
+                                              last_fetched_epoch=-1, log_start_offset=-1,
+                                              partition_max_bytes=1 << 20))),),
+                           forgotten_topics_data=(), rack_id="")
+    _, response = call(server.kafka_address(), request, FetchResponse)
+    codes = {p.partition_index: int(p.error_code) for p in response.responses[0].partitions}
+    assert codes == {0: 1, 9: 3}   # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_api_versions_of_an_unknown_version_answers_in_version_0_with_what_is_offered(server: Server):
+    from kio.schema.api_versions.v0.response import ApiVersionsResponse
+    from kio.serial import entity_reader
+
+    frame = struct.pack(">hhih", 18, 99, 5, -1)   # ApiVersions v99, correlation 5, null client id
+    with connect(server.kafka_address()) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        answer = read_frame(sock)
+    assert answer is not None
+    assert struct.unpack_from(">i", answer)[0] == 5
+    response, _ = entity_reader(ApiVersionsResponse)(answer, 4)
+    assert int(response.error_code) == 35   # UNSUPPORTED_VERSION
+    offered = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert offered[0] == (3, 9) and offered[1] == (4, 12) and offered[18] == (0, 3)
+
+
+@pytest.mark.parametrize("frame, why", [
+    (struct.pack(">i", 200 * 1024 * 1024), "larger than socket.request.max.bytes"),
+    (struct.pack(">i", 3) + b"abc", "shorter than a request header"),
+    (struct.pack(">ihhih", 10, 0, 2, 1, -1), "Produce v2, which Kafka 4 no longer offers"),
+    (struct.pack(">ihhih", 10, 57, 0, 1, -1), "an API this listener does not serve"),
+    (struct.pack(">ihhih", 10, 3, 9, 1, -1), "a Metadata request whose body is missing"),
+])
+def test_a_frame_that_cannot_be_served_closes_the_connection_and_the_listener_goes_on(server: Server, frame, why):
+    with connect(server.kafka_address()) as sock:
+        sock.sendall(frame)
+        assert closed_without_answer(sock), why
+    from kio.schema.metadata.v12.request import MetadataRequest
+    from kio.schema.metadata.v12.response import MetadataResponse
+
+    _, metadata = call(server.kafka_address(), MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                                include_topic_authorized_operations=False),
+                       MetadataResponse)
+    assert {t.name for t in metadata.topics} >= {TOPIC, "refusals"}
+
+
+def test_requests_sent_back_to_back_are_answered_in_order(server: Server):
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    with connect(server.kafka_address()) as sock:
+        sock.sendall(b"".join(request_frame(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                                            correlation_id=i) for i in range(20)))
+        correlations = [struct.unpack_from(">i", read_frame(sock) or b"")[0] for _ in range(20)]
+    assert correlations == list(range(20))
+
+
+# -- fuzzing the frame decoder ----------------------------------------------------------------------
+def valid_frames() -> list[bytes]:
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    return [
+        request_frame(ApiVersionsRequest(client_software_name="fuzz", client_software_version="1")),
+        request_frame(MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="fuzz"),),
+                                      allow_auto_topic_creation=False, include_topic_authorized_operations=False)),
+        request_frame(ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+            name="fuzz", partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                          timestamp=-1),)),))),
+        request_frame(produce_request("fuzz", 0, kafka_batch([(b"k", b"v")]))),
+    ]
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> bytes:
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=200))
+    frame = bytearray(draw(st.sampled_from(valid_frames())))
+    for _ in range(draw(st.integers(1, 4))):
+        position = draw(st.integers(0, len(frame) - 1))
+        choice = draw(st.integers(0, 2))
+        if choice == 0:
+            frame[position] = draw(st.integers(0, 255))
+        elif choice == 1:
+            del frame[position:position + draw(st.integers(1, 8))]
+        else:
+            frame[position:position] = draw(st.binary(min_size=1, max_size=8))
+    return bytes(frame)
+
+
+@pytest.fixture(scope="module")
+def fuzz_topic(server: Server) -> str:
+    server.create_topic("fuzz", 1)
+    return "fuzz"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=frames())
+def test_random_and_mutated_frames_are_answered_or_close_the_connection_and_never_hang(server: Server,
+                                                                                     fuzz_topic: str, data: bytes):
+    with connect(server.kafka_address(), timeout=20) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)   # a frame cut short must not leave the server waiting for ever
+        while True:
+            frame = read_frame(sock) if not _reset(sock) else None
+            if frame is None:
+                break
+            assert len(frame) >= 4   # a whole response, then perhaps the next or the close
+
+
+def _reset(sock: socket.socket) -> bool:
+    try:
+        sock.recv(0)
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_after_the_fuzzing_the_listener_logged_no_untyped_error(server: Server, fuzz_topic: str):
+    log = server.log()
+    assert "Traceback" not in log and "Unhandled exception" not in log, log[-5000:]
+    assert "Kafka listener: closing the connection" in log   # the fuzzing did make it refuse frames
