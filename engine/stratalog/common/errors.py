@@ -52,6 +52,18 @@ class InvalidTxnStateError(StratalogError):
     code = "INVALID_TXN_STATE"
 
 
+class OutOfOrderSequenceError(StratalogError):
+    """An idempotent producer's batch whose first sequence does not follow its last one here."""
+
+    code = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(StratalogError):
+    """An idempotent producer's batch from an epoch older than one already written (a fenced producer)."""
+
+    code = "INVALID_PRODUCER_EPOCH"
+
+
 class RecordTooLargeError(StratalogError):
     """A batch larger than ``max.message.bytes``."""
 

@@ -33,6 +33,7 @@ from stratalog.common.errors import (
 )
 from stratalog.storage.leader_epoch import LeaderEpochCache
 from stratalog.storage.log_dir_failure import LogDirFailureChannel
+from stratalog.storage.producer_state import BatchMetadata, ProducerStates, feed_batch, last_sequence
 from stratalog.common.crash_points import crash_point
 from stratalog.common.names import (
     CLEANED_SUFFIX,
@@ -159,6 +160,7 @@ class Log:
         self.closed = False
         # Open and aborted transactions, scanned from the batches on first need (``transactions``).
         self._transactions: TransactionState | None = None
+        self._producers: ProducerStates | None = None   # built with _transactions, by the same scan
         self._transactions_scan = threading.Lock()
         self._truncations = 0   # a scan that a truncation overtook starts again
 
@@ -254,6 +256,8 @@ class Log:
         """
         if prepared.log is not self:
             raise ValueError(f"{self.topic_partition}: batches prepared for {prepared.log.topic_partition}")
+        if self._producers is None and any(v.producer_id >= 0 for v in prepared.validated):
+            self.transactions()   # the scan that finds the producers' state, before the lock
         with self.lock:
             self._check_open()
             validated = prepared.validated
@@ -277,6 +281,8 @@ class Log:
             if prepared.config is not self.config:
                 return None
             validated = prepared.validated[0]
+            if validated.producer_id >= 0 and self._producers is None:
+                return None   # the producers' state needs its scan first
             last_offset = self.log_end_offset + validated.last_offset_delta
             params = RollParams(self.config.segment_ms, self.config.segment_bytes, validated.max_timestamp,
                                 last_offset, len(validated.data), prepared.now_ms)
@@ -309,20 +315,40 @@ class Log:
 
     def _append_validated(self, validated: ValidatedBatch, now: int) -> AppendInfo:
         data = validated.data
+        if validated.producer_id >= 0 and validated.base_sequence >= 0:
+            repeated = self._idempotence_check(validated)
+            if repeated is not None:   # a producer's retry: the offsets it got the first time, nothing written
+                return AppendInfo(repeated.first_offset, repeated.last_offset, validated.max_timestamp,
+                                  validated.log_append_time, validated.record_count, 0, self.log_start_offset)
         first_offset = self.log_end_offset
         last_offset = first_offset + validated.last_offset_delta
         set_offsets_in_place(data, 0, first_offset, self.leader_epoch)
         segment = self._maybe_roll(len(data), validated.max_timestamp, last_offset, now)
         segment.append(last_offset, validated.max_timestamp, last_offset, data)
         self.epoch_cache.assign(self.leader_epoch, first_offset)
-        if self._transactions is not None:
-            self._transactions.on_batch(data)
+        self._on_batch_written(data)
         if self.hw_follows_leo:
             self.high_watermark = last_offset + 1
         if last_offset + 1 - self.recovery_point >= self.config.flush_messages:
             self.flush()
         return AppendInfo(first_offset, last_offset, validated.max_timestamp, validated.log_append_time,
                           validated.record_count, len(data), self.log_start_offset)
+
+    def _idempotence_check(self, validated: ValidatedBatch) -> BatchMetadata | None:
+        """The earlier batch an idempotent producer's batch repeats, or None; raises when it is out
+        of order or fenced. Under the log's lock."""
+        if self._producers is None:   # rare: a truncation since append_prepared's scan
+            self._scan_transactions(under_lock=True)
+        assert self._producers is not None
+        last_seq = last_sequence(validated.base_sequence, validated.last_offset_delta)
+        return self._producers.check(validated.producer_id, validated.producer_epoch, validated.base_sequence,
+                                     last_seq, f"append to {self.topic_partition}")
+
+    def _on_batch_written(self, batch: bytes | bytearray) -> None:
+        if self._transactions is not None:
+            self._transactions.on_batch(batch)
+        if self._producers is not None:
+            feed_batch(self._producers, batch)
 
     def append_raw(self, data: bytes) -> None:
         """Append batches that already carry their offsets (recovery tests, follower-style copies)."""
@@ -337,8 +363,7 @@ class Log:
                 segment = self._maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
                                            first_offset=info.base_offset)
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
-                if self._transactions is not None:
-                    self._transactions.on_batch(batch)
+                self._on_batch_written(batch)
             if self.hw_follows_leo:
                 self.high_watermark = self.log_end_offset
 
@@ -374,8 +399,7 @@ class Log:
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
                 if info.magic >= 2:
                     self.epoch_cache.assign(parse_header(batch).partition_leader_epoch, info.base_offset)
-                if self._transactions is not None:
-                    self._transactions.on_batch(batch)
+                self._on_batch_written(batch)
             if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
                 self.flush()   # flush.messages holds for a follower's copy too
             return self.log_end_offset
@@ -486,23 +510,31 @@ class Log:
                         raise
             return state
 
-    def _scan_transactions(self) -> None:
+    def _scan_transactions(self, *, under_lock: bool = False) -> None:
         # The scan reads every batch, so it runs outside the log's lock and appends go on; what they
         # added meanwhile is fed under the lock. A truncation meanwhile makes the scan start over.
+        # The producers' state (idempotence) comes from the same scan. ``under_lock``: the caller
+        # holds the lock (an append found the state gone), so it scans everything at once.
+        state, producers = TransactionState(), ProducerStates()
+        if under_lock:
+            _feed_transactions(state, producers, self.segments, 0, None)
+            state.forget_below(self.log_start_offset)
+            self._transactions, self._producers = state, producers
+            return
         with self.lock:
             self._check_open()
             truncations, end, segments = self._truncations, self.log_end_offset, self.segments
-        state = TransactionState()
-        _feed_transactions(state, segments, 0, end)
+        _feed_transactions(state, producers, segments, 0, end)
         with self.lock:
             self._check_open()
             if truncations == self._truncations:
-                _feed_transactions(state, list(self.segments_from(end)), end, None)
+                _feed_transactions(state, producers, list(self.segments_from(end)), end, None)
                 state.forget_below(self.log_start_offset)
-                self._transactions = state
+                self._transactions, self._producers = state, producers
 
     def _forget_transactions(self) -> None:
         self._transactions = None
+        self._producers = None
         self._truncations += 1
 
     def _last_stable_offset(self, transactions: TransactionState) -> int:
@@ -794,14 +826,16 @@ def _decode_with_type(info: BatchInfo, batch: bytes, source: str) -> tuple[Times
     return timestamp_type, decode_any(batch, 0, source=source)[1]
 
 
-def _feed_transactions(state: TransactionState, segments: list[LogSegment], start: int, end: int | None) -> None:
-    """Feed ``state`` the batches of ``segments`` from ``start`` to ``end`` (None: to their end)."""
+def _feed_transactions(state: TransactionState, producers: ProducerStates, segments: list[LogSegment], start: int,
+                       end: int | None) -> None:
+    """Feed the states the batches of ``segments`` from ``start`` to ``end`` (None: to their end)."""
     for segment in segments:
         for info, data in segment.log.batches_with_data(0):
             if end is not None and info.base_offset >= end:
                 return
             if info.last_offset >= start:
                 state.on_batch(data)
+                feed_batch(producers, data)
 
 
 def _split_batches(data: bytes) -> Iterator[tuple[BatchInfo, bytes]]:

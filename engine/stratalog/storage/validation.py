@@ -46,6 +46,9 @@ class ValidatedBatch:
     max_timestamp: int
     log_append_time: int
     record_count: int
+    producer_id: int = -1        # an idempotent producer's id, epoch and first sequence (-1: none)
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
 
 def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: TopicPartition,
@@ -110,10 +113,12 @@ def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: Topic
 
     if log_append:
         set_max_timestamp_in_place(data, 0, TimestampType.LOG_APPEND_TIME, now_ms)
-        return ValidatedBatch(data, header.last_offset_delta, now_ms, now_ms, summary.count)
+        return ValidatedBatch(data, header.last_offset_delta, now_ms, now_ms, summary.count, header.producer_id,
+                              header.producer_epoch, header.base_sequence)
     if summary.max_timestamp != header.max_timestamp or target != header.compression:
         set_max_timestamp_in_place(data, 0, TimestampType.CREATE_TIME, summary.max_timestamp)
-    return ValidatedBatch(data, header.last_offset_delta, summary.max_timestamp, -1, summary.count)
+    return ValidatedBatch(data, header.last_offset_delta, summary.max_timestamp, -1, summary.count, header.producer_id,
+                          header.producer_epoch, header.base_sequence)
 
 
 def _check_timestamps(min_ts: int, max_ts: int, config: LogConfig, tp: TopicPartition, now_ms: int) -> None:

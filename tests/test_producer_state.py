@@ -1,0 +1,89 @@
+"""Idempotent producers, as Kafka's ProducerStateManagerTest checks them: the pure rules, then a log
+that keeps them across appends, retries and a restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from stratalog.common.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from stratalog.records import Record, build_batch
+from stratalog.storage.producer_state import INT32_MAX, ProducerStates, last_sequence
+
+PID = 1000
+
+
+def written(states: ProducerStates, epoch: int, first_seq: int, records: int, first_offset: int) -> None:
+    assert states.check(PID, epoch, first_seq, last_sequence(first_seq, records - 1), "t-0") is None
+    states.on_batch(PID, epoch, first_seq, records - 1, first_offset)
+
+
+def test_a_batch_that_follows_the_last_is_new_and_any_of_the_last_five_is_a_repeat():
+    states = ProducerStates()
+    for n in range(7):                                  # batches of 2: sequences 0-1, 2-3, ... 12-13
+        written(states, 0, 2 * n, 2, 10 * n)
+    for n in range(2, 7):                               # the last five are recognised, with their offsets
+        repeat = states.check(PID, 0, 2 * n, 2 * n + 1, "t-0")
+        assert repeat is not None and (repeat.first_offset, repeat.last_offset) == (10 * n, 10 * n + 1)
+    with pytest.raises(OutOfOrderSequenceError, match="ended at 13"):
+        states.check(PID, 0, 2, 3, "t-0")               # older than the five kept: out of order, not a repeat
+    with pytest.raises(OutOfOrderSequenceError):
+        states.check(PID, 0, 15, 15, "t-0")             # a gap
+    assert states.check(PID, 0, 14, 20, "t-0") is None
+
+
+def test_an_older_epoch_is_fenced_and_a_newer_one_starts_at_sequence_0():
+    states = ProducerStates()
+    written(states, 3, 0, 5, 0)
+    with pytest.raises(InvalidProducerEpochError, match="fenced"):
+        states.check(PID, 2, 5, 5, "t-0")
+    with pytest.raises(OutOfOrderSequenceError, match="must start at sequence 0"):
+        states.check(PID, 4, 5, 5, "t-0")
+    written(states, 4, 0, 1, 5)
+    with pytest.raises(InvalidProducerEpochError):
+        states.check(PID, 3, 5, 5, "t-0")               # the new epoch fenced the old one
+
+
+def test_an_unknown_producer_may_start_at_any_sequence():
+    states = ProducerStates()                            # its state went with retention or a restart
+    assert states.check(PID, 7, 4242, 4250, "t-0") is None
+
+
+def test_sequences_wrap_past_the_largest_int32():
+    states = ProducerStates()
+    written(states, 0, INT32_MAX - 1, 2, 0)              # INT32_MAX - 1 .. INT32_MAX
+    assert last_sequence(INT32_MAX - 1, 3) == 1
+    assert states.check(PID, 0, 0, 1, "t-0") is None
+
+
+# -- in a log --------------------------------------------------------------------------------------------
+def idempotent_batch(first_seq: int, count: int, *, epoch: int = 0, pid: int = PID) -> bytes:
+    return build_batch([Record(i, 1_700_000_000_000 + i, None, b"v%d" % (first_seq + i)) for i in range(count)],
+                       producer_id=pid, producer_epoch=epoch, base_sequence=first_seq)
+
+
+def test_a_retried_batch_gets_its_first_offsets_and_is_not_written_twice(make_log):
+    log = make_log()
+    first = log.append(idempotent_batch(0, 3))
+    log.append(idempotent_batch(3, 2))
+    size = log.size
+    again = log.append(idempotent_batch(0, 3))
+    assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (0, 2)
+    assert log.size == size and log.log_end_offset == 5
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(idempotent_batch(9, 1))
+    assert log.size == size
+
+
+def test_the_producers_state_is_found_again_after_a_restart(make_log):
+    log = make_log("t-0")
+    log.append(idempotent_batch(0, 3))
+    log.append(idempotent_batch(3, 3))
+    log.close()
+    reopened = make_log("t-0")
+    again = reopened.append(idempotent_batch(3, 3))
+    assert (again.first_offset, again.last_offset) == (3, 5) and reopened.log_end_offset == 6
+    with pytest.raises(OutOfOrderSequenceError):
+        reopened.append(idempotent_batch(7, 1))         # 6 is next
+    reopened.append(idempotent_batch(0, 1, epoch=1))   # the producer's new epoch
+    with pytest.raises(InvalidProducerEpochError):
+        reopened.append(idempotent_batch(6, 1, epoch=0))
