@@ -31,7 +31,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("kafka")
     running = Server([root / "data"], "--no-schedule", "--kafka-listen", "127.0.0.1:0", "--max-fetch-wait-ms",
                      "1000", "--create-topic", f"{TOPIC}:3", "--create-topic", "http-in:1",
-                     "--create-topic", "refusals:1", "--create-topic", "java:1").start()
+                     "--create-topic", "refusals:1", "--create-topic", "java:1",
+                     "--create-topic", "idempotent:1").start()
     yield running
     assert running.terminate() == 0, running.log()
     assert "Traceback" not in running.log(), running.log()
@@ -51,9 +52,8 @@ def test_kafka_python_produces_with_each_acks_and_consumes_what_it_wrote(server:
     address = server.kafka_address()
     sent = []
     for acks in (1, "all", 0):
-        # Idempotence (InitProducerId, sequence checks) is not served yet: kafka-python turns it on
-        # by itself for acks=all, so it is turned off here.
-        producer = KafkaProducer(bootstrap_servers=address, acks=acks, linger_ms=2, enable_idempotence=False)
+        # kafka-python's defaults: idempotent (InitProducerId, sequences) with acks=all, not with 1 or 0.
+        producer = KafkaProducer(bootstrap_servers=address, acks=acks, linger_ms=2)
         futures = [producer.send(TOPIC, key=b"k%d" % i, value=b"kafka-python acks=%s #%d" % (str(acks).encode(), i),
                                  partition=0, headers=[("h", b"x")]) for i in range(10)]
         producer.flush()
@@ -134,9 +134,9 @@ def test_aiokafka_produces_and_consumes(server: Server):
 def test_kafkas_own_console_producer_and_consumer_write_and_read_a_topic(server: Server, kafka_toolchain):
     address = server.kafka_address()
     lines = "".join(f"key{i}:console line {i}\n" for i in range(5)).encode()
-    # The Java producer's default idempotence needs InitProducerId, not served yet.
+    # The Java producer as it comes: idempotent, acks=all.
     produced = kafka_toolchain.java("org.apache.kafka.tools.ConsoleProducer", [
-        "--bootstrap-server", address, "--topic", "java", "--command-property", "enable.idempotence=false",
+        "--bootstrap-server", address, "--topic", "java",
         "--reader-property", "parse.key=true", "--reader-property", "key.separator=:"], input=lines)
     assert produced.returncode == 0, produced.describe()
     consumed = kafka_toolchain.java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
@@ -191,6 +191,52 @@ def test_list_offsets_gives_the_earliest_the_latest_and_the_offset_for_a_time(se
 
     assert listed(-1) == (0, 3, -1, 0)                       # latest: the log end, in leader epoch 0
     assert listed(-3) == (0, 2, 1_700_000_102_000, 0)        # the record with the largest timestamp
+
+
+def test_an_idempotent_producers_retry_is_answered_with_its_first_offset_and_not_written_again(server: Server):
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+    from kio.schema.produce.v9.response import ProduceResponse
+    from kio.static.primitive import i32Timedelta
+    import datetime
+
+    from stratalog.records import Record, build_batch
+
+    def init() -> tuple[int, int]:
+        _, response = call(server.kafka_address(), InitProducerIdRequest(
+            transactional_id=None, transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+            producer_id=-1, producer_epoch=-1), InitProducerIdResponse)
+        assert int(response.error_code) == 0
+        return response.producer_id, response.producer_epoch
+
+    (pid, epoch), (other, _) = init(), init()
+    assert epoch == 0 and other != pid
+
+    def send(first_seq: int, values: list[bytes]) -> tuple[int, int]:
+        batch = build_batch([Record(i, int(time.time() * 1000), None, v) for i, v in enumerate(values)],
+                            producer_id=pid, producer_epoch=epoch, base_sequence=first_seq)
+        _, response = call(server.kafka_address(), produce_request("idempotent", 0, batch, acks=-1), ProduceResponse)
+        answer = response.responses[0].partition_responses[0]
+        return int(answer.error_code), answer.base_offset
+
+    assert send(0, [b"a", b"b"]) == (0, 0)
+    assert send(2, [b"c"]) == (0, 2)
+    assert send(0, [b"a", b"b"]) == (0, 0)       # the retry: its first offset again
+    assert send(9, [b"z"]) == (45, -1)           # OUT_OF_ORDER_SEQUENCE_NUMBER
+    values = [r.value for _, r in kafka_parse(http_batches(server, "idempotent", 0))]
+    assert values == [b"a", b"b", b"c"]
+
+
+def test_a_transactional_producer_is_refused(server: Server):
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+    from kio.static.primitive import i32Timedelta
+    import datetime
+
+    _, response = call(server.kafka_address(), InitProducerIdRequest(
+        transactional_id="tx", transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+        producer_id=-1, producer_epoch=-1), InitProducerIdResponse)
+    assert (int(response.error_code), response.producer_id) == (42, -1)   # INVALID_REQUEST: no coordinator
 
 
 # -- refusals, with Kafka's error codes -----------------------------------------------------------

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from stratalog.common.errors import StratalogError
 from stratalog.broker.engine import Engine
+from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.app import create_app
 from stratalog.server.kafka.context import KafkaContext
@@ -177,8 +178,9 @@ async def serve(options: ServeOptions) -> int:
 async def _listen_kafka(state: ServerState, options: ServeOptions) -> KafkaListener:
     assert options.kafka_listen is not None
     host, port = options.kafka_listen
-    ctx = KafkaContext(state.broker, state.engine, options.broker_id or 0, host, port,
-                       state.settings.max_fetch_wait_ms)
+    node_id = options.broker_id or 0
+    ctx = KafkaContext(state.broker, state.engine, node_id, host, port, state.settings.max_fetch_wait_ms,
+                       ProducerIdAllocator(state.engine.manager.data_dirs[0], node_id))
     listener = KafkaListener(ctx)
     try:
         addresses = await listener.start(host, port)

@@ -16,12 +16,14 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+INIT_PRODUCER_ID = 22
 
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 12),
     LIST_OFFSETS: (1, 7),
     METADATA: (1, 12),
+    INIT_PRODUCER_ID: (0, 5),
     API_VERSIONS: (0, 3),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stratalog.broker.engine import Engine
+from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.broker.replica_manager import ReplicaManager
 
 CLUSTER_ID = "stratalog"   # one engine is its own cluster until the operator names one
@@ -18,3 +19,4 @@ class KafkaContext:
     advertised_host: str        # where clients reach this listener (Metadata's broker address)
     advertised_port: int
     max_fetch_wait_ms: int      # the upper bound of a fetch's long poll
+    producer_ids: ProducerIdAllocator

@@ -20,7 +20,7 @@ from typing import Any
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 
-from stratalog.server.kafka import api_versions, fetch, list_offsets, metadata, produce
+from stratalog.server.kafka import api_versions, fetch, init_producer_id, list_offsets, metadata, produce
 from stratalog.server.kafka.codec import MalformedFrame, Request, read_request, write_response
 from stratalog.server.kafka.context import KafkaContext
 
@@ -41,6 +41,7 @@ HANDLERS: dict[int, Handler] = {
     api_versions.PRODUCE: produce.handle,
     api_versions.FETCH: fetch.handle,
     api_versions.LIST_OFFSETS: list_offsets.handle,
+    api_versions.INIT_PRODUCER_ID: init_producer_id.handle,
 }
 
 
