@@ -646,6 +646,28 @@ ENGINE_CONFIGS: Mapping[str, ConfigKey] = _index(
             "request.timeout.ms", _I, 30000,
             "How long an acks=all produce waits for the high watermark to pass it.", minimum=0,
         ),
+        # Consumer groups (Kafka's group coordinator settings and defaults).
+        _engine(
+            "group.initial.rebalance.delay.ms", _I, 3000,
+            "How long a group's first rebalance waits for more members to join.", minimum=0,
+        ),
+        _engine(
+            "group.min.session.timeout.ms", _I, 6000,
+            "The shortest session.timeout.ms a group member may ask for.", minimum=1,
+        ),
+        _engine(
+            "group.max.session.timeout.ms", _I, 1800000,
+            "The longest session.timeout.ms a group member may ask for.", minimum=1,
+        ),
+        _engine(
+            "offsets.topic.num.partitions", _I, 50,
+            "Partitions of __consumer_offsets, where groups' committed offsets are kept (set at its creation).",
+            minimum=1,
+        ),
+        _engine(
+            "offset.metadata.max.bytes", _I, 4096,
+            "The longest metadata string a committed offset may carry.", minimum=0,
+        ),
         _same_as_topic("message.max.bytes", "max.message.bytes"),
         # Broker defaults of topic configs (Kafka's server synonyms).
         _same_as_topic("log.cleanup.policy", "cleanup.policy"),
@@ -909,6 +931,11 @@ class EngineConfig:
     replica_fetch_wait_max_ms: int
     replica_fetch_min_bytes: int
     request_timeout_ms: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    offsets_topic_num_partitions: int
+    offset_metadata_max_bytes: int
     message_max_bytes: int
     log_cleanup_policy: frozenset[str]
     log_retention_ms: int | None
