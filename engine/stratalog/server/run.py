@@ -27,6 +27,7 @@ from aiohttp import web
 
 from stratalog.common.errors import StratalogError
 from stratalog.broker.engine import Engine
+from stratalog.broker.groups.coordinator import GroupCoordinator
 from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.app import create_app
@@ -179,8 +180,10 @@ async def _listen_kafka(state: ServerState, options: ServeOptions) -> KafkaListe
     assert options.kafka_listen is not None
     host, port = options.kafka_listen
     node_id = options.broker_id or 0
+    groups = GroupCoordinator(state.broker)
+    await groups.start()
     ctx = KafkaContext(state.broker, state.engine, node_id, host, port, state.settings.max_fetch_wait_ms,
-                       ProducerIdAllocator(state.engine.manager.data_dirs[0], node_id))
+                       ProducerIdAllocator(state.engine.manager.data_dirs[0], node_id), groups)
     listener = KafkaListener(ctx)
     try:
         addresses = await listener.start(host, port)

@@ -44,6 +44,7 @@ class Request:
     body: Any          # the kio request entity
     response_class: Any     # the kio response class of this version
     response_header: Any
+    client_host: str = ""   # the peer's address, as DescribeGroups shows it
 
 
 def read_request(frame: bytes) -> Request:
@@ -142,6 +143,11 @@ def error_code(error: BaseException | None) -> int:
         except KeyError:
             return int(ErrorCode.unknown_server_error)
     return int(ErrorCode.unknown_server_error)
+
+
+def code_named(name: str) -> int:
+    """Kafka's numeric code for one of its error names (``NONE`` is 0)."""
+    return 0 if name == "NONE" else int(ErrorCode[name.lower()])
 
 
 def millis(value: Any) -> int:

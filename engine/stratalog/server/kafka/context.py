@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stratalog.broker.engine import Engine
+from stratalog.broker.groups.coordinator import GroupCoordinator
 from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.broker.replica_manager import ReplicaManager
 
@@ -20,3 +21,4 @@ class KafkaContext:
     advertised_port: int
     max_fetch_wait_ms: int      # the upper bound of a fetch's long poll
     producer_ids: ProducerIdAllocator
+    groups: GroupCoordinator

@@ -12,6 +12,7 @@ versions it does know, so that the client can retry with one of them (KIP-511).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,16 @@ from typing import Any
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 
-from stratalog.server.kafka import api_versions, fetch, init_producer_id, list_offsets, metadata, produce
+from stratalog.server.kafka import (
+    api_versions,
+    fetch,
+    group_offsets,
+    groups,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
 from stratalog.server.kafka.codec import MalformedFrame, Request, read_request, write_response
 from stratalog.server.kafka.context import KafkaContext
 
@@ -42,6 +52,15 @@ HANDLERS: dict[int, Handler] = {
     api_versions.FETCH: fetch.handle,
     api_versions.LIST_OFFSETS: list_offsets.handle,
     api_versions.INIT_PRODUCER_ID: init_producer_id.handle,
+    api_versions.FIND_COORDINATOR: groups.find_coordinator,
+    api_versions.JOIN_GROUP: groups.join_group,
+    api_versions.SYNC_GROUP: groups.sync_group,
+    api_versions.HEARTBEAT: groups.heartbeat,
+    api_versions.LEAVE_GROUP: groups.leave_group,
+    api_versions.LIST_GROUPS: groups.list_groups,
+    api_versions.DESCRIBE_GROUPS: groups.describe_groups,
+    api_versions.OFFSET_COMMIT: group_offsets.offset_commit,
+    api_versions.OFFSET_FETCH: group_offsets.offset_fetch,
 }
 
 
@@ -75,6 +94,7 @@ class KafkaListener:
             await asyncio.gather(*late, return_exceptions=True)
         if self.server is not None:
             await self.server.wait_closed()
+        await self.ctx.groups.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -122,7 +142,7 @@ class KafkaListener:
             self._refuse(peer, f"API key {api_key} version {version} is not offered in ApiVersions")
             return None
         try:
-            request = read_request(frame)
+            request = dataclasses.replace(read_request(frame), client_host=_host_of(peer))
         except MalformedFrame as error:
             self._refuse(peer, str(error))
             return None
@@ -134,6 +154,11 @@ class KafkaListener:
     def _refuse(self, peer: object, why: str) -> None:
         self.closed_for_bad_frames += 1
         logger.warning("Kafka listener: closing the connection from %s: %s", peer, why)
+
+
+def _host_of(peer: object) -> str:
+    """Kafka's form of a client's address in DescribeGroups: ``/127.0.0.1``."""
+    return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
 
 
 def _unsupported_api_versions(correlation_id: int) -> bytes:

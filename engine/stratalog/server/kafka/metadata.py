@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC
 from stratalog.common.errors import StratalogError
 from stratalog.common.names import TopicPartition
 from stratalog.server.kafka.codec import Request, error_code, field
@@ -41,7 +42,7 @@ def _describe(ctx: KafkaContext, names: list[str]) -> list[dict[str, Any]]:
 
 
 def _topic(ctx: KafkaContext, name: str) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": name, "topic_id": NO_TOPIC_ID, "is_internal": False,
+    entry: dict[str, Any] = {"name": name, "topic_id": NO_TOPIC_ID, "is_internal": name == OFFSETS_TOPIC,
                              "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     try:
         description = ctx.broker.topics.describe_topic(name)

@@ -1,0 +1,200 @@
+"""Consumer groups through ``stratalog serve --kafka-listen``: real clients join, rebalance, commit.
+
+kafka-python consumers share a topic and rebalance when one leaves; librdkafka and Kafka's own
+console consumer and ``kafka-consumer-groups`` work with groups; committed offsets live in
+``__consumer_offsets`` as Kafka writes them (its DumpLogSegments decodes them) and survive a
+restart. The pure parts (protocol vote, lapsed sessions, the offsets partition) come last.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kafka_tools import kafka_toolchain  # noqa: F401  (a fixture)
+from server_harness import Server
+from stratalog.broker.groups.group import Group, Member, lapsed_members, select_protocol
+from stratalog.broker.groups.offsets_records import (
+    CommittedOffset,
+    offset_key,
+    offset_value,
+    parse_key,
+    parse_value,
+    partition_for,
+)
+from stratalog.common.names import TopicPartition
+
+TOPIC = "shared"
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("groups")
+    running = Server([root / "data"], "--no-schedule", "--kafka-listen", "127.0.0.1:0",
+                     "--config", "group.initial.rebalance.delay.ms=200", "--config", "offsets.topic.num.partitions=4",
+                     "--create-topic", f"{TOPIC}:{PARTITIONS}", "--create-topic", "rd:2", "--create-topic", "console:1")
+    running.start()
+    yield running
+    assert running.terminate() == 0, running.log()
+    assert "Traceback" not in running.log(), running.log()
+
+
+def produce(address: str, topic: str, count: int, partitions: int) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=address, acks="all")
+    for i in range(count):
+        producer.send(topic, key=b"k%d" % i, value=b"%s-%d" % (topic.encode(), i), partition=i % partitions)
+    producer.flush()
+    producer.close()
+
+
+def test_three_consumers_share_a_topic_and_the_two_left_take_over_when_one_leaves(server: Server):
+    from kafka import KafkaConsumer
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+    address = server.kafka_address()
+    produce(address, TOPIC, 60, PARTITIONS)
+    consumers = [KafkaConsumer(TOPIC, bootstrap_servers=address, group_id="trio", auto_offset_reset="earliest",
+                               enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300)
+                 for _ in range(3)]
+    seen: list[list[tuple[int, int]]] = [[] for _ in consumers]
+
+    def poll_until(done: threading.Event, index: int) -> None:
+        while not done.is_set():
+            for records in consumers[index].poll(timeout_ms=200).values():
+                seen[index] += [(r.partition, r.offset) for r in records]
+            try:
+                consumers[index].commit()
+            except (CommitFailedError, RebalanceInProgressError):
+                pass   # a rebalance came between the poll and the commit: the records may come again
+
+    def settled(members: list[KafkaConsumer], each: int) -> bool:
+        owned = [sorted(tp.partition for tp in c.assignment()) for c in members]
+        return all(len(o) == each for o in owned) and sorted(p for o in owned for p in o) == list(range(PARTITIONS))
+
+    def run_until(members: list[KafkaConsumer], each: int, records: set[tuple[int, int]]) -> None:
+        done = threading.Event()
+        threads = [threading.Thread(target=poll_until, args=(done, i)) for i in range(len(members))]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (settled(members, each) and records <= {p for s in seen for p in s}):
+            time.sleep(0.2)
+        done.set()
+        for thread in threads:
+            thread.join()
+
+    first = {(i % PARTITIONS, i // PARTITIONS) for i in range(60)}
+    run_until(consumers, 2, first)
+    assert settled(consumers, 2), [c.assignment() for c in consumers]   # two partitions each, disjoint
+    assert {p for s in seen for p in s} == first                         # every record, at least once
+
+    consumers[2].close()                        # LeaveGroup: the other two rebalance over all six
+    produce(address, TOPIC, 12, PARTITIONS)     # two more per partition
+    later = {(p, o) for p in range(PARTITIONS) for o in (10, 11)}
+    run_until(consumers[:2], 3, later)
+    assert settled(consumers[:2], 3), [c.assignment() for c in consumers[:2]]
+    assert {p for s in seen for p in s} == first | later
+    for consumer in consumers[:2]:
+        consumer.close()
+
+
+def test_librdkafka_consumes_in_a_group_and_commits(server: Server):
+    from confluent_kafka import Consumer
+
+    address = server.kafka_address()
+    produce(address, "rd", 20, 2)
+    consumer = Consumer({"bootstrap.servers": address, "group.id": "rd-group", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe(["rd"])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < 20 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None:
+            assert message.error() is None, message.error()
+            got.append(message.value())
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed(consumer.assignment(), timeout=10)
+    consumer.close()
+    assert sorted(got) == sorted(b"rd-%d" % i for i in range(20))
+    assert sorted((tp.partition, tp.offset) for tp in committed) == [(0, 10), (1, 10)]
+
+
+def test_kafkas_console_consumer_and_consumer_groups_tool_see_the_group(server: Server, kafka_toolchain):
+    address = server.kafka_address()
+    produce(address, "console", 5, 1)
+    consumed = kafka_toolchain.java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
+        "--bootstrap-server", address, "--topic", "console", "--group", "console-group", "--from-beginning",
+        "--max-messages", "5"])
+    assert consumed.returncode == 0, consumed.describe()
+    assert consumed.stdout.splitlines() == [f"console-{i}" for i in range(5)]
+    produce(address, "console", 3, 1)   # a lag of 3 behind the group's commit
+    described = kafka_toolchain.java("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", [
+        "--bootstrap-server", address, "--describe", "--group", "console-group"])
+    assert described.returncode == 0, described.describe()
+    rows = [line.split() for line in described.stdout.splitlines() if line.startswith("console-group")]
+    assert [row[:6] for row in rows] == [["console-group", "console", "0", "5", "8", "3"]], described.stdout
+    listed = kafka_toolchain.java("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", [
+        "--bootstrap-server", address, "--list"])
+    assert "console-group" in listed.stdout.split(), listed.describe()
+
+
+def test_committed_offsets_survive_a_restart_and_kafka_decodes_them(server: Server, kafka_toolchain):
+    from kafka import KafkaConsumer, TopicPartition as KafkaTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    address = server.kafka_address()
+    committer = KafkaConsumer(bootstrap_servers=address, group_id="kept", enable_auto_commit=False)
+    committer.commit({KafkaTopicPartition(TOPIC, 1): OffsetAndMetadata(7, "note", -1)})
+    committer.close()
+    assert server.terminate() == 0
+    server.start()
+    address = server.kafka_address()
+    reader = KafkaConsumer(bootstrap_servers=address, group_id="kept", enable_auto_commit=False)
+    assert reader.committed(KafkaTopicPartition(TOPIC, 1)) == 7
+    assert reader.committed(KafkaTopicPartition(TOPIC, 2)) is None
+    reader.close()
+    partition = partition_for("kept", 4)
+    files = sorted((server.data_dirs[0] / f"__consumer_offsets-{partition}").glob("*.log"))
+    dumped = kafka_toolchain.dump_log_segments(files, "--offsets-decoder")
+    assert dumped.returncode == 0, dumped.describe()
+    assert '"group":"kept","topic":"shared","partition":1' in dumped.stdout.replace(" ", ""), dumped.stdout
+    assert '"offset":7' in dumped.stdout.replace(" ", "") and '"metadata":"note"' in dumped.stdout.replace(" ", "")
+
+
+# -- the pure parts --------------------------------------------------------------------------------
+def member(member_id: str, *protocols: str, heartbeat_ms: int = 0) -> Member:
+    return Member(member_id, "client", "/127.0.0.1", 10_000, 30_000, "consumer", [(p, b"") for p in protocols],
+                  heartbeat_ms)
+
+
+def test_the_members_vote_for_a_protocol_they_all_support():
+    assert select_protocol([member("a", "range", "sticky"), member("b", "sticky", "range"),
+                            member("c", "sticky", "range")]) == "sticky"
+    assert select_protocol([member("a", "range", "sticky"), member("b", "roundrobin", "range")]) == "range"
+    assert select_protocol([member("a", "range"), member("b", "sticky")]) is None
+
+
+def test_a_member_whose_session_lapsed_is_found_unless_it_waits_on_the_coordinator():
+    group = Group("g", members={m.member_id: m for m in (member("old", "r", heartbeat_ms=0),
+                                                         member("fresh", "r", heartbeat_ms=9_000),
+                                                         member("waiting", "r", heartbeat_ms=0))})
+    assert lapsed_members(group, 10_001, waiting={"waiting"}) == ["old"]
+
+
+def test_the_offsets_partition_is_javas_string_hash_of_the_group():
+    assert partition_for("hello", 50) == 99162322 % 50      # "hello".hashCode() in Java
+    assert partition_for("a-group-ñ", 50) == partition_for("a-group-ñ", 50)
+
+
+def test_an_offset_commit_record_reads_back_as_written():
+    tp = TopicPartition("orders", 3)
+    committed = CommittedOffset(42, 5, "meta", 1_700_000_000_000)
+    assert parse_key(offset_key("g", tp)) == ("g", tp)
+    assert parse_value(offset_value(committed)) == committed
