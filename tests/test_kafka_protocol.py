@@ -77,8 +77,7 @@ def test_librdkafka_produces_compressed_batches_and_consumes_them(server: Server
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
     address = server.kafka_address()
-    # zstd: librdkafka offers lz4 only to brokers that serve FindCoordinator (not yet here).
-    producer = Producer({"bootstrap.servers": address, "linger.ms": 5, "compression.type": "zstd", "acks": "all"})
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 5, "compression.type": "lz4", "acks": "all"})
     delivered: list[tuple[object, int]] = []
     for i in range(200):
         producer.produce(TOPIC, key=b"r%d" % i, value=b"librdkafka %d " % i * 20, partition=1,
@@ -98,7 +97,7 @@ def test_librdkafka_produces_compressed_batches_and_consumes_them(server: Server
     consumer.close()
     assert got == [(i, b"r%d" % i, b"librdkafka %d " % i * 20) for i in range(200)]
     batches = list(kafka_parse(http_batches(server, TOPIC, 1)))
-    assert batches and all(batch.compression_type == 4 for batch, _ in batches)   # zstd, stored as sent
+    assert batches and all(batch.compression_type == 3 for batch, _ in batches)   # lz4, stored as sent
 
 
 def test_aiokafka_produces_and_consumes(server: Server):
@@ -404,3 +403,67 @@ def test_after_the_fuzzing_the_listener_logged_no_untyped_error(server: Server, 
     log = server.log()
     assert "Traceback" not in log and "Unhandled exception" not in log, log[-5000:]
     assert "Kafka listener: closing the connection" in log   # the fuzzing did make it refuse frames
+
+
+# -- administration ---------------------------------------------------------------------------------
+def test_kafka_topics_creates_describes_grows_and_deletes_a_topic(server: Server, kafka_toolchain):
+    address = server.kafka_address()
+
+    def topics(*args: str) -> str:
+        result = kafka_toolchain.java("org.apache.kafka.tools.TopicCommand", ["--bootstrap-server", address, *args])
+        assert result.returncode == 0, result.describe()
+        return result.stdout
+
+    assert "Created topic admin-made." in topics("--create", "--topic", "admin-made", "--partitions", "2",
+                                                 "--config", "cleanup.policy=compact")
+    assert server.ok("GET", "/v1/topics/admin-made")["partitionCount"] == 2
+    topics("--alter", "--topic", "admin-made", "--partitions", "3")
+    described = topics("--describe", "--topic", "admin-made")
+    assert "PartitionCount: 3" in described and "ReplicationFactor: 1" in described
+    assert "Configs: cleanup.policy=compact" in described
+    assert [line.split()[3] for line in described.splitlines() if "Partition:" in line] == ["0", "1", "2"]
+    topics("--delete", "--topic", "admin-made")
+    assert "admin-made" not in topics("--list").split()
+    assert server.get("/v1/topics/admin-made").status_code == 404
+
+
+def test_the_admin_client_alters_topic_configs_and_is_refused_what_one_engine_cannot_do(server: Server):
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.errors import InvalidPartitionsError, InvalidReplicationFactorError, TopicAlreadyExistsError
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+    from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+    from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
+
+    admin = KafkaAdminClient(bootstrap_servers=server.kafka_address())
+    try:
+        with pytest.raises(InvalidReplicationFactorError):
+            admin.create_topics([NewTopic("three-copies", 1, 3)])
+        admin.create_topics([NewTopic("configured", 1, 1, topic_configs={"retention.ms": "60000"})])
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic("configured", 1, 1)])
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions({"configured": NewPartitions(1)})   # can only grow
+    finally:
+        admin.close()
+
+    def alter(*configs: tuple[str, int, str | None]) -> tuple[int, str | None]:
+        _, response = call(server.kafka_address(), IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+            resource_type=2, resource_name="configured", configs=tuple(
+                AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in configs)),),
+            validate_only=False), IncrementalAlterConfigsResponse)
+        return int(response.responses[0].error_code), response.responses[0].error_message
+
+    assert alter(("segment.bytes", 0, "1048576"), ("cleanup.policy", 2, "compact")) == (0, None)   # SET, APPEND
+    assert alter(("retention.ms", 0, "-7"))[0] == 40                                                 # INVALID_CONFIG
+    assert server.ok("GET", "/v1/topics/configured")["configs"] == {
+        "retention.ms": "60000", "segment.bytes": "1048576", "cleanup.policy": "compact,delete"}
+    _, described = call(server.kafka_address(), DescribeConfigsRequest(resources=(DescribeConfigsResource(
+        resource_type=2, resource_name="configured", configuration_keys=("segment.bytes", "min.insync.replicas")),),
+        include_synonyms=False, include_documentation=False), DescribeConfigsResponse)
+    configs = {c.name: (c.value, c.config_source) for c in described.results[0].configs}
+    assert configs == {"segment.bytes": ("1048576", 1), "min.insync.replicas": ("1", 5)}   # override, default

@@ -22,6 +22,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersions
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 
 from stratalog.server.kafka import (
+    admin,
     api_versions,
     fetch,
     group_offsets,
@@ -61,6 +62,12 @@ HANDLERS: dict[int, Handler] = {
     api_versions.DESCRIBE_GROUPS: groups.describe_groups,
     api_versions.OFFSET_COMMIT: group_offsets.offset_commit,
     api_versions.OFFSET_FETCH: group_offsets.offset_fetch,
+    api_versions.CREATE_TOPICS: admin.create_topics,
+    api_versions.DELETE_TOPICS: admin.delete_topics,
+    api_versions.CREATE_PARTITIONS: admin.create_partitions,
+    api_versions.DESCRIBE_CONFIGS: admin.describe_configs,
+    api_versions.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    api_versions.DESCRIBE_CLUSTER: admin.describe_cluster,
 }
 
 
