@@ -87,3 +87,14 @@ def test_the_producers_state_is_found_again_after_a_restart(make_log):
     reopened.append(idempotent_batch(0, 1, epoch=1))   # the producer's new epoch
     with pytest.raises(InvalidProducerEpochError):
         reopened.append(idempotent_batch(6, 1, epoch=0))
+
+
+def test_an_out_of_order_batch_among_several_refuses_them_all(make_log):
+    log = make_log()
+    log.append(idempotent_batch(0, 2))
+    size = log.size
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_batches([idempotent_batch(2, 2), idempotent_batch(7, 1)])   # the second skips 4..6
+    assert log.size == size and log.log_end_offset == 2
+    infos = log.append_batches([idempotent_batch(2, 2), idempotent_batch(4, 1)])
+    assert [(i.first_offset, i.last_offset) for i in infos] == [(2, 3), (4, 4)]

@@ -14,6 +14,7 @@ leader whose ISR is itself).
 from __future__ import annotations
 
 import bisect
+import copy
 import os
 import random
 import threading
@@ -263,8 +264,27 @@ class Log:
             validated = prepared.validated
             if prepared.config is not self.config:
                 validated = tuple(self._validate(prepared.batches, self.config, prepared.now_ms))
+            if len(validated) > 1:
+                self._check_sequences_first(validated)
             with self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
                 return [self._append_validated(v, prepared.now_ms) for v in validated]
+
+    def _check_sequences_first(self, validated: Sequence[ValidatedBatch]) -> None:
+        """Several batches in one append: an idempotent producer's out-of-order or fenced batch
+        among them refuses them all before the first is written (all or none)."""
+        if not any(v.producer_id >= 0 and v.base_sequence >= 0 for v in validated):
+            return
+        if self._producers is None:
+            self._scan_transactions(under_lock=True)
+        assert self._producers is not None
+        trial = copy.deepcopy(self._producers)
+        offset = self.log_end_offset
+        for v in validated:
+            if v.producer_id >= 0 and v.base_sequence >= 0:
+                trial.check(v.producer_id, v.producer_epoch, v.base_sequence,
+                            last_sequence(v.base_sequence, v.last_offset_delta), f"append to {self.topic_partition}")
+                trial.on_batch(v.producer_id, v.producer_epoch, v.base_sequence, v.last_offset_delta, offset)
+            offset += v.last_offset_delta + 1
 
     def try_append_prepared(self, prepared: PreparedAppend) -> list[AppendInfo] | None:
         """``append_prepared`` for a caller that must not block (an event loop), or None and
