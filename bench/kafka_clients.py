@@ -7,7 +7,7 @@ sides:
 
 * producer: ``--records`` records of ``--record-bytes`` random bytes (no key) to one partition,
   as fast as ``produce()`` accepts them (``linger.ms=5``, librdkafka's default batch size,
-  ``acks=1``, no compression; idempotence off, since stratalog does not serve it yet), timed
+  ``acks=1``, no compression, idempotence off: librdkafka's defaults for both), timed
   from the first ``produce()`` to the end of ``flush()``: every record acknowledged;
 * consumer: the same records read back from offset 0 by a fresh consumer (``assign``; its
   default ``fetch.max.bytes`` and ``max.partition.fetch.bytes``), timed from ``assign`` to the

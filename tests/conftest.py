@@ -90,6 +90,19 @@ def run_cli(*args: str, input: str | None = None) -> "subprocess.CompletedProces
                           text=True, timeout=120)
 
 
+def spark_kafka_connector() -> Path:
+    """The jars of Spark's Kafka connector (scripts/spark-kafka-connector fetches them once); fails,
+    never skips, when they cannot be had."""
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "spark-kafka-connector"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0 or not done.stdout.strip():
+        pytest.fail(f"Spark's Kafka connector unavailable ({script}, exit {done.returncode}):\n{done.stderr}",
+                    pytrace=False)
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -99,7 +112,10 @@ def spark() -> Iterator[Any]:
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
     from pyspark.sql import SparkSession
 
+    # Spark's own Kafka connector rides along, for the tests that point format("kafka") at
+    # stratalog's Kafka listener (tests/spark/test_kafka_source.py); it only adds that format.
     session = (SparkSession.builder.master("local[2]").appName("stratalog-spark-tests")
+               .config("spark.jars", ",".join(str(jar) for jar in sorted(spark_kafka_connector().glob("*.jar"))))
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
                .config("spark.driver.memory", "1g").config("spark.sql.session.timeZone", "UTC")
