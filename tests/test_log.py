@@ -347,3 +347,12 @@ def test_an_append_that_would_roll_flush_or_write_the_epoch_checkpoint_is_left_t
     several.append(batch(1))
     assert several.try_append_prepared(several.prepare_append([batch(1), batch(1)])) is None
     assert several.log_end_offset == 1
+
+
+def test_only_a_small_uncompressed_batch_kept_as_sent_is_tried_on_an_event_loop(make_log):
+    log = make_log("plain-0")
+    assert log.may_append_inline([batch(3)])
+    assert not log.may_append_inline([batch(3, compression=Compression.ZSTD)])   # a codec may expand without bound
+    assert not log.may_append_inline([batch(1, value_size=(1 << 20) + 1)])
+    assert not log.may_append_inline([batch(1), batch(1)])
+    assert not make_log("recompressed-0", compression_type="zstd").may_append_inline([batch(3)])

@@ -198,15 +198,22 @@ class Partition:
         epoch it appended under; None and nothing appended when the partition is locked or the log
         would block (``Log.try_append_prepared``): the caller then appends on a thread. Refusals
         are raised as ``append_as_leader`` raises them."""
-        if not self.lock.acquire(blocking=False):
+        if not self.log.may_append_inline(batches) or not self.lock.acquire(blocking=False):
             return None
         try:
-            state = self._check_may_append(required_acks, leader_epoch)
-            infos = self.log.try_append_prepared(self.log.prepare_append(batches))
-            if infos is None:
+            # The log's lock too, for the whole call: the high watermark's move after the append
+            # must not wait for it (a flush may hold it through an fsync).
+            if not self.log.lock.acquire(blocking=False):
                 return None
-            self._maybe_advance_high_watermark()
-            return infos, state.leader_epoch
+            try:
+                state = self._check_may_append(required_acks, leader_epoch)
+                infos = self.log.try_append_prepared(self.log.prepare_append(batches))
+                if infos is None:
+                    return None
+                self._maybe_advance_high_watermark()
+                return infos, state.leader_epoch
+            finally:
+                self.log.lock.release()
         finally:
             self.lock.release()
 

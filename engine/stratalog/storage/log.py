@@ -44,6 +44,7 @@ from stratalog.common.names import (
     TopicPartition,
 )
 from stratalog.records import (
+    MAGIC_OFFSET,
     BatchInfo,
     Record,
     TimestampType,
@@ -54,6 +55,7 @@ from stratalog.records import (
     set_offsets_in_place,
     validate_batch,
 )
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET
 from stratalog.records.transactions import AbortedTransaction, TransactionState
 from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.segment import LogSegment, RollParams, SegmentSlice
@@ -68,6 +70,8 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 DEFAULT_LEADER_EPOCH = 0
+INLINE_APPEND_MAX_BYTES = 1 << 20   # the largest batch an event loop validates and appends itself
+COMPRESSION_BITS = 0x07             # of the low byte of a v2 batch's attributes
 
 
 def wall_clock_ms() -> int:
@@ -285,6 +289,18 @@ class Log:
                             last_sequence(v.base_sequence, v.last_offset_delta), f"append to {self.topic_partition}")
                 trial.on_batch(v.producer_id, v.producer_epoch, v.base_sequence, v.last_offset_delta, offset)
             offset += v.last_offset_delta + 1
+
+    def may_append_inline(self, batches: Sequence[bytes | bytearray]) -> bool:
+        """Whether an append of ``batches`` is cheap enough to try on an event loop: one uncompressed
+        v2 batch of at most ``INLINE_APPEND_MAX_BYTES`` that the topic keeps as sent, so that its
+        validation is a CRC and a walk of its records, with no codec to run (a compressed batch may
+        expand without bound)."""
+        if len(batches) != 1:
+            return False
+        batch = batches[0]
+        return (ATTRIBUTES_OFFSET + 2 <= len(batch) <= INLINE_APPEND_MAX_BYTES and batch[MAGIC_OFFSET] == 2
+                and batch[ATTRIBUTES_OFFSET + 1] & COMPRESSION_BITS == 0
+                and self.config.compression_type in ("producer", "uncompressed"))
 
     def try_append_prepared(self, prepared: PreparedAppend) -> list[AppendInfo] | None:
         """``append_prepared`` for a caller that must not block (an event loop), or None and
