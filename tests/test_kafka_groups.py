@@ -198,3 +198,66 @@ def test_an_offset_commit_record_reads_back_as_written():
     committed = CommittedOffset(42, 5, "meta", 1_700_000_000_000)
     assert parse_key(offset_key("g", tp)) == ("g", tp)
     assert parse_value(offset_value(committed)) == committed
+
+
+# -- the coordinator's protocol, without a broker ------------------------------------------------------
+class ConfigOnlyBroker:
+    """A stand-in for the broker (named fake): the join and sync protocol reads only the engine's settings."""
+
+    def __init__(self, **settings: str) -> None:
+        from types import SimpleNamespace
+
+        from stratalog.common.config import EngineConfig
+
+        self.engine = SimpleNamespace(config=EngineConfig.from_properties(settings))
+
+
+def coordinator(**settings: str):
+    from stratalog.broker.groups.coordinator import GroupCoordinator
+
+    return GroupCoordinator(ConfigOnlyBroker(**settings))  # type: ignore[arg-type]
+
+
+def test_members_that_keep_arriving_cannot_hold_a_new_group_past_its_rebalance_timeout():
+    import asyncio
+
+    async def run() -> float:
+        groups = coordinator(**{"group.initial.rebalance.delay.ms": "500"})
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        def join(name: str):
+            return asyncio.ensure_future(groups.join("g", "", name, "/h", 10_000, 1_500, "consumer",
+                                                     [("range", b"")], require_known_member=False))
+
+        first = join("m0")
+        for i in range(1, 9):                 # a new member every 0.4 s for 3.2 s, each inside the 0.5 s delay
+            await asyncio.sleep(0.4)
+            if first.done():
+                break
+            join(f"m{i}")
+        result = await first
+        assert result.error == "NONE" and result.generation == 1
+        return loop.time() - started
+
+    assert asyncio.run(run()) < 2.5           # 1.5 s of rebalance timeout, not 3.7 s of ever-restarted delay
+
+
+def test_a_repeated_sync_answers_the_earlier_one_and_gets_the_assignment():
+    import asyncio
+
+    async def run() -> None:
+        groups = coordinator(**{"group.initial.rebalance.delay.ms": "200"})   # both join generation 1
+        joins = await asyncio.gather(*(groups.join("g", "", name, "/h", 10_000, 5_000, "consumer", [("range", b"")],
+                                                   require_known_member=False) for name in ("a", "b")))
+        leader = next(j for j in joins if j.members)
+        follower = next(j for j in joins if not j.members)
+        first = asyncio.ensure_future(groups.sync("g", 1, follower.member_id, []))
+        await asyncio.sleep(0.05)
+        second = asyncio.ensure_future(groups.sync("g", 1, follower.member_id, []))
+        await asyncio.sleep(0.05)
+        assert first.done() and first.result().error == "REBALANCE_IN_PROGRESS"
+        await groups.sync("g", 1, leader.member_id, [(follower.member_id, b"yours"), (leader.member_id, b"mine")])
+        assert (await second).assignment == b"yours"
+
+    asyncio.run(run())

@@ -270,6 +270,26 @@ def test_a_produce_is_refused_per_partition_with_kafkas_codes_and_nothing_is_wri
     assert http_batches(server, "refusals", 0) == before
 
 
+def test_clients_may_not_write_or_delete_the_internal_offsets_topic(server: Server):
+    from kio.schema.produce.v9.response import ProduceResponse
+
+    server.ok("POST", "/v1/topics", json={"name": "__consumer_offsets", "partitions": 1})
+    _, response = call(server.kafka_address(), produce_request("__consumer_offsets", 0, kafka_batch([(b"\0\1", b"x")])),
+                       ProduceResponse)
+    assert int(response.responses[0].partition_responses[0].error_code) == 17   # INVALID_TOPIC_EXCEPTION
+    refused = server.post("/v1/topics/__consumer_offsets/partitions/0/records", data=kafka_batch([(b"k", b"v")]),
+                          headers={"Content-Type": RECORD_BATCH})
+    assert refused.status_code == 400 and refused.json()["error_code"] == "INVALID_TOPIC_EXCEPTION"
+    assert server.request("DELETE", "/v1/topics/__consumer_offsets").status_code == 400
+    assert http_batches(server, "__consumer_offsets", 0) == b""
+
+
+def test_a_refused_acks_0_produce_closes_the_connection(server: Server):
+    with connect(server.kafka_address()) as sock:
+        sock.sendall(request_frame(produce_request("no-such-topic", 0, kafka_batch([(None, b"x")]), acks=0)))
+        assert closed_without_answer(sock)   # Kafka's way to make an acks=0 producer look again
+
+
 def test_a_fetch_out_of_range_and_of_an_unknown_partition_get_their_codes(server: Server):
     from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
     from kio.schema.fetch.v12.response import FetchResponse
@@ -401,7 +421,8 @@ def _reset(sock: socket.socket) -> bool:
 
 def test_after_the_fuzzing_the_listener_logged_no_untyped_error(server: Server, fuzz_topic: str):
     log = server.log()
-    assert "Traceback" not in log and "Unhandled exception" not in log, log[-5000:]
+    assert "Traceback" not in log and "Unhandled exception" not in log and "failed unexpectedly" not in log, \
+        log[-5000:]
     assert "Kafka listener: closing the connection" in log   # the fuzzing did make it refuse frames
 
 
@@ -467,3 +488,16 @@ def test_the_admin_client_alters_topic_configs_and_is_refused_what_one_engine_ca
         include_synonyms=False, include_documentation=False), DescribeConfigsResponse)
     configs = {c.name: (c.value, c.config_source) for c in described.results[0].configs}
     assert configs == {"segment.bytes": ("1048576", 1), "min.insync.replicas": ("1", 5)}   # override, default
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--kafka-listen", "127.0.0.1:0", "--broker-id", "1", "--controller", "http://127.0.0.1:1"],
+     "--kafka-listen does not work with --broker-id yet"),
+    (["--kafka-advertise", "h:9092"], "--kafka-advertise needs --kafka-listen"),
+    (["--kafka-listen", "nowhere"], "--kafka-listen 'nowhere': expected HOST:PORT, e.g. 127.0.0.1:9092"),
+])
+def test_serve_refuses_kafka_listener_flags_it_cannot_honour(tmp_path, args, said):
+    from conftest import run_cli
+
+    done = run_cli("serve", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0", *args)
+    assert done.returncode != 0 and said in done.stderr, done.stderr

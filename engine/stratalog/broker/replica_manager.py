@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from stratalog.broker.engine import Engine
+from stratalog.broker.groups.offsets_records import INTERNAL_TOPICS
 from stratalog.broker.fetch import FetchedBatches, read_whole_batches
 from stratalog.broker.partitioner import partition_for_key
 from stratalog.broker.partition import Partition, ReplicaFetch, ReplicaFetchResult
@@ -37,6 +38,7 @@ from stratalog.broker.replication import ReplicaSet
 from stratalog.broker.signals import AppendSignals
 from stratalog.broker.topics import TopicAdmin
 from stratalog.common.errors import (
+    InvalidTopicError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RequestTimedOutError,
@@ -135,8 +137,11 @@ class ReplicaManager:
 
     # -- produce --------------------------------------------------------------------------------
     async def append_records(self, tp: TopicPartition, batches: Sequence[bytes | bytearray], acks: Acks,
-                             now_ms: int) -> ProduceResult:
-        """One partition's batches, contiguous, all or none."""
+                             now_ms: int, *, internal: bool = False) -> ProduceResult:
+        """One partition's batches, contiguous, all or none. Internal topics (``__consumer_offsets``)
+        take only the engine's own writes (``internal``), as Kafka's appendToLocalLog."""
+        if not internal:
+            refuse_internal(tp.topic, "produce to")
         partition = self._leader_or_refuse(tp, "produce to")
         if partition is not None:
             return await self._append_replicated(partition, batches, acks)
@@ -190,6 +195,7 @@ class ReplicaManager:
     async def append_to_partitions(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
                                    now_ms: int) -> dict[int, ProduceResult]:
         """One batch per partition of ``topic``; one refused batch refuses the whole request."""
+        refuse_internal(topic, "produce to")
         if self.replicas is not None:
             return await self._append_each_replicated(topic, batches, acks, now_ms)
         logs = {self.log(TopicPartition(topic, p)): [batch] for p, batch in sorted(batches.items())}
@@ -277,8 +283,11 @@ class ReplicaManager:
                 out.append(fetched)
             return out
 
+        existing = {tp for tp, _, _ in reads if tp in self.engine.manager.logs_view()}
         while True:
-            events = [self.signals.event(tp) for tp, _, _ in reads]   # before the reads
+            # Taken before the reads, and only for partitions that exist: a request naming made-up
+            # ones must not leave an event behind for each.
+            events = [self.signals.event(tp) for tp in existing]
             results = await self.run(read_all)
             size = sum(len(r.data) for r in results if isinstance(r, FetchedBatches))
             failed = any(isinstance(r, StratalogError) for r in results)
@@ -388,6 +397,7 @@ class ReplicaManager:
     # -- topics ---------------------------------------------------------------------------------
     async def delete_topic(self, topic: str) -> tuple[list[int], list[str]]:
         """Delete ``topic``; fetches waiting on its partitions answer now. (partitions, renamed dirs)"""
+        refuse_internal(topic, "delete")
         def run() -> tuple[list[int], list[str]]:
             partitions = self.held_partitions(topic)
             return partitions, [str(p) for p in self.topics.delete_topic(topic)]
@@ -407,3 +417,9 @@ class ReplicaManager:
         """Wait for every engine call already running (appends in flight finish), then stop the pools."""
         self.io.shutdown(wait=True)
         self.maintenance.shutdown(wait=True)
+
+
+def refuse_internal(topic: str, what: str) -> None:
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"{what} {topic!r}: it is an internal topic, written only by the engine's group "
+                                "coordinator")

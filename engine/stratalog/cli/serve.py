@@ -91,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
                         max_partitions_per_topic=args.max_partitions_per_topic)
     if kafka_advertise is not None and kafka_listen is None:
         raise SystemExit("stratalog serve: --kafka-advertise needs --kafka-listen")
+    if kafka_listen is not None and args.broker_id is not None:
+        # Each engine would coordinate every group, and Metadata would name only itself.
+        raise SystemExit("stratalog serve: --kafka-listen does not work with --broker-id yet: Kafka clients need "
+                         "every engine's address and one coordinator per group, which replicated engines do not "
+                         "share yet")
     if (args.broker_id is None) != (args.controller is None):
         raise SystemExit("stratalog serve: --broker-id and --controller go together")
     if args.broker_id is not None and args.broker_id < 0:

@@ -285,6 +285,10 @@ class LogManager:
         with self.lock:
             return dict(self._logs)
 
+    def logs_view(self) -> Mapping[TopicPartition, Log]:
+        """The logs as they are now, without the lock or a copy (for a membership test on an event loop)."""
+        return self._logs
+
     def topics(self) -> list[str]:
         with self.lock:
             return sorted({tp.topic for tp in self._logs})

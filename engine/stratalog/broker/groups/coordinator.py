@@ -30,7 +30,7 @@ from stratalog.broker.groups.group import Group, GroupState, Member, everyone_re
 from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, CommittedOffset, offset_key, offset_value, \
     parse_key, parse_value, partition_for
 from stratalog.broker.produce import Acks
-from stratalog.common.errors import StratalogError, TopicExistsError
+from stratalog.common.errors import CorruptRecordError, StratalogError, TopicExistsError
 from stratalog.common.names import TopicPartition
 from stratalog.records import Record, build_batch
 
@@ -78,7 +78,9 @@ class GroupCoordinator:
         self._syncs: dict[str, dict[str, asyncio.Future[SyncResult]]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._initial_delay: set[str] = set()   # groups in their first rebalance's wait for more members
+        self._initial_deadline: dict[str, float] = {}   # when that wait ends at the latest (loop time)
         self._expiry: asyncio.Task[None] | None = None
+        self._offsets_topic_made = False
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -102,14 +104,19 @@ class GroupCoordinator:
             for record in log.read_records(log.log_start_offset):
                 if record.key is None:
                     continue
-                parsed = parse_key(record.key)
+                try:
+                    parsed = parse_key(record.key)
+                    value = None if record.value is None or parsed is None else parse_value(record.value)
+                except CorruptRecordError as error:   # not the engine's: skipped, never a reason not to start
+                    logger.warning("%s-%d offset %d: skipped: %s", OFFSETS_TOPIC, partition, record.offset, error)
+                    continue
                 if parsed is None:
                     continue
                 group_id, tp = parsed
-                if record.value is None:
+                if value is None:
                     self.offsets.get(group_id, {}).pop(tp, None)
                 else:
-                    self.offsets.setdefault(group_id, {})[tp] = parse_value(record.value)
+                    self.offsets.setdefault(group_id, {})[tp] = value
 
     # -- JoinGroup ----------------------------------------------------------------------------------
     async def join(self, group_id: str, member_id: str, client_id: str, client_host: str, session_timeout_ms: int,
@@ -157,7 +164,10 @@ class GroupCoordinator:
         if group.state is not GroupState.PREPARING_REBALANCE:
             self._prepare_rebalance(group, initial=group.state is GroupState.EMPTY)
         elif new_member and group_id in self._initial_delay:
-            self._schedule(group, min(self.initial_delay_ms, group.rebalance_timeout_ms()))
+            # Each new member waits for more, but never past the rebalance timeout from the first
+            # (Kafka's InitialDelayedJoin): a member that keeps rejoining cannot hold the group off.
+            left = self._initial_deadline[group_id] - asyncio.get_running_loop().time()
+            self._schedule(group, max(0, min(self.initial_delay_ms, int(left * 1000))))
         self._maybe_complete_join(group)
         return await future
 
@@ -170,7 +180,9 @@ class GroupCoordinator:
         group.state = GroupState.PREPARING_REBALANCE
         if initial and self.initial_delay_ms > 0:
             self._initial_delay.add(group.group_id)
-            self._schedule(group, min(self.initial_delay_ms, max(group.rebalance_timeout_ms(), 1)))
+            limit_ms = max(group.rebalance_timeout_ms(), 1)
+            self._initial_deadline[group.group_id] = asyncio.get_running_loop().time() + limit_ms / 1000
+            self._schedule(group, min(self.initial_delay_ms, limit_ms))
         else:
             self._schedule(group, group.rebalance_timeout_ms())
 
@@ -248,7 +260,10 @@ class GroupCoordinator:
                                                  group.protocol))
             return SyncResult(NONE, member.assignment, group.protocol_type, group.protocol)
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        self._syncs.setdefault(group_id, {})[member_id] = future
+        earlier = self._syncs.setdefault(group_id, {}).pop(member_id, None)
+        if earlier is not None and not earlier.done():   # a retry (perhaps on a new connection): one answer
+            earlier.set_result(SyncResult("REBALANCE_IN_PROGRESS"))
+        self._syncs[group_id][member_id] = future
         return await future
 
     # -- Heartbeat, LeaveGroup, expiry ----------------------------------------------------------------
@@ -319,7 +334,7 @@ class GroupCoordinator:
             try:
                 await self._ensure_offsets_topic()
                 target = TopicPartition(OFFSETS_TOPIC, partition_for(group_id, self.offsets_partitions))
-                await self.broker.append_records(target, [build_batch(records)], Acks.LEADER, now)
+                await self.broker.append_records(target, [build_batch(records)], Acks.LEADER, now, internal=True)
             except StratalogError as error:
                 logger.warning("group %s: committing offsets failed: %s", group_id, error)
                 return {**{tp: "COORDINATOR_NOT_AVAILABLE" for tp in accepted}, **errors}
@@ -342,13 +357,19 @@ class GroupCoordinator:
         return None
 
     async def _ensure_offsets_topic(self) -> None:
-        if OFFSETS_TOPIC in self.broker.engine.manager.topics():
+        if self._offsets_topic_made:
             return
-        try:
-            await self.broker.run(self.broker.topics.create_topic, OFFSETS_TOPIC, self.offsets_partitions,
-                                  {"cleanup.policy": "compact", "segment.bytes": 104857600})
-        except TopicExistsError:
-            pass
+
+        def make() -> None:   # on the pool: listing topics waits for the manager's lock
+            if OFFSETS_TOPIC not in self.broker.engine.manager.topics():
+                try:
+                    self.broker.topics.create_topic(OFFSETS_TOPIC, self.offsets_partitions,
+                                                    {"cleanup.policy": "compact", "segment.bytes": 104857600})
+                except TopicExistsError:
+                    pass
+
+        await self.broker.run(make)
+        self._offsets_topic_made = True
 
     def committed(self, group_id: str, partitions: Sequence[TopicPartition] | None
                   ) -> dict[TopicPartition, CommittedOffset | None]:

@@ -17,6 +17,7 @@ from stratalog.common.errors import CorruptRecordError
 from stratalog.common.names import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})   # clients may read them, never write or delete them
 OFFSET_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3

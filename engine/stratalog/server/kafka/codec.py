@@ -35,6 +35,10 @@ class MalformedFrame(Exception):
     """A request frame that is not a Kafka request this listener can read."""
 
 
+class CloseConnection(Exception):
+    """A handler's answer that is no answer: the connection is to be closed (Kafka's way for some errors)."""
+
+
 @dataclass(frozen=True)
 class Request:
     api_key: int

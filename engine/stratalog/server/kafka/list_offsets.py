@@ -33,10 +33,10 @@ async def _one(ctx: KafkaContext, tp: TopicPartition, timestamp: int, isolation:
     entry: dict[str, Any] = {"partition_index": tp.partition, "timestamp": -1, "offset": -1, "leader_epoch": -1}
     try:
         found = await ctx.broker.list_offsets(tp, timestamp, isolation)
-    except StratalogError as error:
+        if found is None:   # no record at or after that time: Kafka answers -1, -1
+            return {**entry, "error_code": 0}
+        epoch = ctx.broker.leader_epoch_of(tp, found.offset)
+    except StratalogError as error:   # the topic may also go between the two calls
         return {**entry, "error_code": error_code(error)}
-    if found is None:   # no record at or after that time: Kafka answers -1, -1
-        return {**entry, "error_code": 0}
-    epoch = ctx.broker.leader_epoch_of(tp, found.offset)
     return {**entry, "error_code": 0, "timestamp": found.timestamp, "offset": found.offset, "leader_epoch": epoch}
 

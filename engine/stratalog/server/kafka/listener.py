@@ -32,7 +32,7 @@ from stratalog.server.kafka import (
     metadata,
     produce,
 )
-from stratalog.server.kafka.codec import MalformedFrame, Request, read_request, write_response
+from stratalog.server.kafka.codec import CloseConnection, MalformedFrame, Request, read_request, write_response
 from stratalog.server.kafka.context import KafkaContext
 
 logger = logging.getLogger(__name__)
@@ -153,10 +153,19 @@ class KafkaListener:
         except MalformedFrame as error:
             self._refuse(peer, str(error))
             return None
-        values = await HANDLERS[api_key](self.ctx, request)
-        if values is None:
-            return b""
-        return write_response(request, values)
+        try:
+            values = await HANDLERS[api_key](self.ctx, request)
+            if values is None:
+                return b""
+            return write_response(request, values)
+        except CloseConnection as reason:
+            logger.info("Kafka listener: closing the connection from %s: %s", peer, reason)
+            return None
+        except Exception as error:   # noqa: BLE001 - a bug of ours: this request fails, the listener goes on
+            logger.error("Kafka listener: %s failed unexpectedly (API key %d version %d from %s): %s: %s; the "
+                         "connection is closed", type(error).__name__, api_key, version, peer,
+                         type(error).__name__, error)
+            return None
 
     def _refuse(self, peer: object, why: str) -> None:
         self.closed_for_bad_frames += 1

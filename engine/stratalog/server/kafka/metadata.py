@@ -25,11 +25,8 @@ LEADER_NOT_AVAILABLE = 5
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     requested = field(request.body, "topics")
-    if requested is None:
-        names = ctx.engine.manager.topics()
-    else:
-        names = [t.name for t in requested if t.name is not None]
-    topics = await ctx.broker.run(_describe, ctx, names)
+    names = None if requested is None else [t.name for t in requested if t.name is not None]
+    topics = await ctx.broker.run(_describe, ctx, names)   # on the pool: listing waits for the manager's lock
     return {"throttle_time": 0, "cluster_id": CLUSTER_ID, "controller_id": ctx.node_id,
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "error_code": 0,
             "brokers": [{"node_id": ctx.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port,
@@ -37,8 +34,8 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
             "topics": topics}
 
 
-def _describe(ctx: KafkaContext, names: list[str]) -> list[dict[str, Any]]:
-    return [_topic(ctx, name) for name in names]
+def _describe(ctx: KafkaContext, names: list[str] | None) -> list[dict[str, Any]]:
+    return [_topic(ctx, name) for name in (ctx.engine.manager.topics() if names is None else names)]
 
 
 def _topic(ctx: KafkaContext, name: str) -> dict[str, Any]:

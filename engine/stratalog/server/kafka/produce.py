@@ -8,14 +8,17 @@ acks=0 gets no answer at all: the listener sends nothing back.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
 from stratalog.broker.produce import Acks, ProduceResult
 from stratalog.common.errors import InvalidRecordError, InvalidRequiredAcksError, StratalogError
 from stratalog.common.names import TopicPartition
-from stratalog.server.kafka.codec import Request, error_code
+from stratalog.server.kafka.codec import CloseConnection, Request, error_code
 from stratalog.server.kafka.context import KafkaContext
+
+logger = logging.getLogger(__name__)
 
 ACKS = {0: Acks.LEADER, 1: Acks.LEADER, -1: Acks.ALL}
 
@@ -31,6 +34,11 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any] | None:
             jobs.append((topic.name, data.index, _append(ctx, tp, data.records, acks, body.acks, now_ms)))
     results = await asyncio.gather(*(job for _, _, job in jobs))
     if body.acks == 0:
+        refused = [r for r in results if isinstance(r, StratalogError)]
+        if refused:
+            # Kafka closes an acks=0 producer's connection on an error: it then refreshes its
+            # metadata rather than keep sending where nothing is written.
+            raise CloseConnection(f"an acks=0 produce was refused: {refused[0]}")
         return None
     topics: dict[str, list[dict[str, Any]]] = {}
     for (name, index, _), result in zip(jobs, results):
@@ -50,6 +58,9 @@ async def _append(ctx: KafkaContext, tp: TopicPartition, records: bytes | None, 
         return result
     except StratalogError as error:
         return error
+    except Exception as error:   # noqa: BLE001 - one partition's surprise must not drop the others' answers
+        logger.error("produce to %s failed unexpectedly: %s: %s", tp, type(error).__name__, error)
+        return StratalogError(f"produce to {tp}: {type(error).__name__}")   # UNKNOWN_SERVER_ERROR
 
 
 def _partition_response(index: int, result: ProduceResult | StratalogError) -> dict[str, Any]:
