@@ -261,3 +261,17 @@ def test_a_repeated_sync_answers_the_earlier_one_and_gets_the_assignment():
         assert (await second).assignment == b"yours"
 
     asyncio.run(run())
+
+
+def test_a_join_still_waiting_at_shutdown_is_told_to_find_the_coordinator_again():
+    import asyncio
+
+    async def run() -> str:
+        groups = coordinator(**{"group.initial.rebalance.delay.ms": "60000"})
+        waiting = asyncio.ensure_future(groups.join("g", "", "m", "/h", 10_000, 120_000, "consumer",
+                                                    [("range", b"")], require_known_member=False))
+        await asyncio.sleep(0.05)
+        await groups.close()
+        return (await asyncio.wait_for(waiting, 1)).error
+
+    assert asyncio.run(run()) == "NOT_COORDINATOR"

@@ -89,6 +89,15 @@ class GroupCoordinator:
         self._expiry = asyncio.get_running_loop().create_task(self._expire_sessions())
 
     async def close(self) -> None:
+        """Stop: joins and syncs still waiting are told to find the coordinator again (NOT_COORDINATOR)."""
+        for waiting in self._joins.values():
+            for member_id, join in waiting.items():
+                if not join.done():
+                    join.set_result(JoinResult("NOT_COORDINATOR", member_id=member_id))
+        for waiting_syncs in self._syncs.values():
+            for sync in waiting_syncs.values():
+                if not sync.done():
+                    sync.set_result(SyncResult("NOT_COORDINATOR"))
         if self._expiry is not None:
             self._expiry.cancel()
             await asyncio.gather(self._expiry, return_exceptions=True)

@@ -90,6 +90,7 @@ class KafkaListener:
         self._closing = True
         if self.server is not None:
             self.server.close()
+        await self.ctx.groups.close()   # waiting joins and syncs answer now, so their connections can close
         for task, writer in list(self._connections.items()):
             if task not in self._busy:
                 writer.close()
@@ -101,7 +102,6 @@ class KafkaListener:
             await asyncio.gather(*late, return_exceptions=True)
         if self.server is not None:
             await self.server.wait_closed()
-        await self.ctx.groups.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
