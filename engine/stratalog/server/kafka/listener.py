@@ -162,9 +162,8 @@ class KafkaListener:
             logger.info("Kafka listener: closing the connection from %s: %s", peer, reason)
             return None
         except Exception as error:   # noqa: BLE001 - a bug of ours: this request fails, the listener goes on
-            logger.error("Kafka listener: %s failed unexpectedly (API key %d version %d from %s): %s: %s; the "
-                         "connection is closed", type(error).__name__, api_key, version, peer,
-                         type(error).__name__, error)
+            logger.error("Kafka listener: a request (API key %d version %d from %s) failed unexpectedly: %s: %s; "
+                         "the connection is closed", api_key, version, peer, type(error).__name__, error)
             return None
 
     def _refuse(self, peer: object, why: str) -> None:
