@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,26 @@ def batch(n: int = 1, *, key: bytes | None = b"k", value_size: int = 10, timesta
     recs = [Record(i, timestamp + i, key, (prefix + str(i).encode()).ljust(value_size, b"."))
             for i in range(n)]
     return build_batch(recs, compression=compression)
+
+
+@contextmanager
+def held_elsewhere(lock: Any) -> Iterator[None]:
+    """``lock`` held by another thread while the block runs (an append or a task in progress there)."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join()
 
 
 class Clock:

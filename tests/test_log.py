@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import batch
+from conftest import batch, held_elsewhere
 from stratalog.common.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -298,25 +298,10 @@ def test_an_append_that_only_writes_to_the_page_cache_is_made_at_once_like_any_o
 
 
 def test_an_append_that_would_wait_for_the_lock_is_not_made(make_log):
-    import threading
-
     log = make_log()
     log.append(batch(1))
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with log.lock:
-            held.set()
-            release.wait(5)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
-    try:
+    with held_elsewhere(log.lock):
         assert log.try_append_prepared(log.prepare_append([batch(1)])) is None
-    finally:
-        release.set()
-        holder.join()
     assert log.log_end_offset == 1
     assert log.try_append_prepared(log.prepare_append([batch(1)])) is not None
 

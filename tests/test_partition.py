@@ -9,11 +9,11 @@ and each truncation case of the storage reference's §5.
 from __future__ import annotations
 
 import socket
-import threading
 from pathlib import Path
 
 import pytest
 
+from conftest import held_elsewhere
 from partition_cluster import LAG_MS, TP, Cluster, offsets
 from stratalog.broker.partition import Partition, ReplicaFetch, Truncation
 from stratalog.broker.replica_state import LeaderView, PartitionState, RemoteReplica, joins_isr
@@ -232,23 +232,9 @@ def test_a_fetch_that_would_block_is_left_to_a_thread(tmp_path, clock):
     from_start = c.partitions[1].next_fetch(1 << 20)    # offset 0: off the tail, maybe off the page cache
     assert leader.try_fetch_for_follower(from_start) is None
     at_tail = ReplicaFetch(1, leader.log.log_end_offset, 0, 0, 1 << 20)
-    held = threading.Event()
-    release = threading.Event()
-
-    def hold(lock: object) -> None:
-        with lock:  # type: ignore[attr-defined]
-            held.set()
-            release.wait(5)
-
     for lock in (leader.lock, leader.log.lock):         # an append (or a log task) in progress
-        held.clear()
-        release.clear()
-        holder = threading.Thread(target=hold, args=(lock,))
-        holder.start()
-        held.wait(5)
-        assert leader.try_fetch_for_follower(at_tail) is None
-        release.set()
-        holder.join()
+        with held_elsewhere(lock):
+            assert leader.try_fetch_for_follower(at_tail) is None
     assert leader.try_fetch_for_follower(at_tail) is not None
     assert leader.remotes[1].log_end_offset == leader.log.log_end_offset   # only the answered fetch counted
 
@@ -271,21 +257,9 @@ def test_a_produce_that_need_not_block_is_appended_at_once_and_refused_as_any_ot
         leader.try_append_as_leader([batch], leader_epoch=1)
     with pytest.raises(NotLeaderOrFollowerError):
         c.partitions[1].try_append_as_leader([batch])
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with leader.lock:                               # an append (or a fetch) in progress on a thread
-            held.set()
-            release.wait(5)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
-    try:
-        assert leader.try_append_as_leader([batch]) is None
-    finally:
-        release.set()
-        holder.join()
+    for lock in (leader.lock, leader.log.lock):         # an append (or a fetch, a flush) in progress on a thread
+        with held_elsewhere(lock):
+            assert leader.try_append_as_leader([batch]) is None
     assert leader.log.log_end_offset == 2
     solo = Cluster(tmp_path / "solo", clock, replicas=1)   # an ISR of the leader alone: its HW is its LEO
     solo.produce(0, b"first", acks=1)
