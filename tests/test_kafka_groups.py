@@ -190,7 +190,8 @@ def test_a_member_whose_session_lapsed_is_found_unless_it_waits_on_the_coordinat
 
 def test_the_offsets_partition_is_javas_string_hash_of_the_group():
     assert partition_for("hello", 50) == 99162322 % 50      # "hello".hashCode() in Java
-    assert partition_for("a-group-ñ", 50) == partition_for("a-group-ñ", 50)
+    assert partition_for("\U0001F600", 50) == (0xD83D * 31 + 0xDE00) % 50   # two UTF-16 units, as Java counts
+    assert partition_for("polygenelubricants", 50) == 0     # hashCode() is Integer.MIN_VALUE: Utils.abs gives 0
 
 
 def test_an_offset_commit_record_reads_back_as_written():
@@ -200,25 +201,26 @@ def test_an_offset_commit_record_reads_back_as_written():
     assert parse_value(offset_value(committed)) == committed
 
 
-# -- the coordinator's protocol, without a broker ------------------------------------------------------
-class ConfigOnlyBroker:
-    """A stand-in for the broker (named fake): the join and sync protocol reads only the engine's settings."""
-
-    def __init__(self, **settings: str) -> None:
-        from types import SimpleNamespace
-
-        from stratalog.common.config import EngineConfig
-
-        self.engine = SimpleNamespace(config=EngineConfig.from_properties(settings))
-
-
-def coordinator(**settings: str):
+# -- the coordinator's protocol, on a real engine that is not serving ------------------------------------
+@pytest.fixture
+def coordinator(tmp_path):
+    """GroupCoordinators over real engines (the join and sync protocol reads only their settings)."""
+    from stratalog.broker.engine import Engine
     from stratalog.broker.groups.coordinator import GroupCoordinator
+    from stratalog.broker.replica_manager import ReplicaManager
 
-    return GroupCoordinator(ConfigOnlyBroker(**settings))  # type: ignore[arg-type]
+    brokers: list[ReplicaManager] = []
+
+    def make(**settings: str) -> GroupCoordinator:
+        brokers.append(ReplicaManager(Engine([tmp_path / f"engine-{len(brokers)}"], settings, schedule=False)))
+        return GroupCoordinator(brokers[-1])
+
+    yield make
+    for broker in brokers:
+        broker.shutdown_pools()
 
 
-def test_members_that_keep_arriving_cannot_hold_a_new_group_past_its_rebalance_timeout():
+def test_members_that_keep_arriving_cannot_hold_a_new_group_past_its_rebalance_timeout(coordinator):
     import asyncio
 
     async def run() -> float:
@@ -243,7 +245,7 @@ def test_members_that_keep_arriving_cannot_hold_a_new_group_past_its_rebalance_t
     assert asyncio.run(run()) < 2.5           # 1.5 s of rebalance timeout, not 3.7 s of ever-restarted delay
 
 
-def test_a_repeated_sync_answers_the_earlier_one_and_gets_the_assignment():
+def test_a_repeated_sync_answers_the_earlier_one_and_gets_the_assignment(coordinator):
     import asyncio
 
     async def run() -> None:
@@ -263,7 +265,7 @@ def test_a_repeated_sync_answers_the_earlier_one_and_gets_the_assignment():
     asyncio.run(run())
 
 
-def test_a_join_still_waiting_at_shutdown_is_told_to_find_the_coordinator_again():
+def test_a_join_still_waiting_at_shutdown_is_told_to_find_the_coordinator_again(coordinator):
     import asyncio
 
     async def run() -> str:
