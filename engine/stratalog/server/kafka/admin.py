@@ -10,18 +10,14 @@ source of truth; agents do not serve these requests yet.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from stratalog.common.config import ENGINE_CONFIGS, TOPIC_CONFIGS
 from stratalog.common.errors import InvalidConfigError, InvalidPartitionsError, StratalogError
-from stratalog.server.kafka.codec import Request, error_code, field
+from stratalog.server.kafka.codec import AUTHORIZED_OPERATIONS_OMITTED, NO_TOPIC_ID, Request, code_named, error_code, field
 from stratalog.server.kafka.context import CLUSTER_ID, KafkaContext
 
-NO_TOPIC_ID = uuid.UUID(int=0)
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REQUEST = 42
 DEFAULT_PARTITIONS = 1               # Kafka's num.partitions
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
@@ -54,7 +50,7 @@ async def create_topics(ctx: KafkaContext, request: Request) -> dict[str, Any]:
                                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1,
                                   "configs": []}
         if topic.replication_factor not in (-1, 1) or topic.assignments:
-            answers.append({**answer, "error_code": INVALID_REPLICATION_FACTOR,
+            answers.append({**answer, "error_code": code_named("INVALID_REPLICATION_FACTOR"),
                             "error_message": f"topic {topic.name!r}: this engine keeps one copy of each partition "
                                              f"(replication factor 1, no replica assignment), asked for "
                                              f"{topic.replication_factor}"})
@@ -97,7 +93,7 @@ async def create_partitions(ctx: KafkaContext, request: Request) -> dict[str, An
     results = []
     for topic in request.body.topics:
         if topic.assignments:
-            results.append({"name": topic.name, "error_code": INVALID_REQUEST,
+            results.append({"name": topic.name, "error_code": code_named("INVALID_REQUEST"),
                             "error_message": "replica assignments are not taken: one copy per partition"})
             continue
         if request.body.validate_only:
@@ -129,7 +125,7 @@ async def describe_configs(ctx: KafkaContext, request: Request) -> dict[str, Any
             elif resource.resource_type == BROKER_RESOURCE:
                 configs = _broker_configs(ctx)
             else:
-                results.append({**entry, "error_code": INVALID_REQUEST, "configs": [],
+                results.append({**entry, "error_code": code_named("INVALID_REQUEST"), "configs": [],
                                 "error_message": f"resource type {resource.resource_type} is not described here"})
                 continue
         except StratalogError as error:
@@ -158,7 +154,7 @@ async def incremental_alter_configs(ctx: KafkaContext, request: Request) -> dict
     for resource in request.body.resources:
         entry = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
         if resource.resource_type != TOPIC_RESOURCE:
-            answers.append({**entry, "error_code": INVALID_REQUEST,
+            answers.append({**entry, "error_code": code_named("INVALID_REQUEST"),
                             "error_message": "only topic configs change at run time; engine settings come from "
                                              "--config at start"})
             continue
@@ -209,6 +205,6 @@ def _validate_alter(ctx: KafkaContext, topic: str, ops: list[tuple[str, int, str
 
 async def describe_cluster(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": CLUSTER_ID, "controller_id": ctx.node_id, "cluster_authorized_operations": -2147483648,
+            "cluster_id": CLUSTER_ID, "controller_id": ctx.node_id, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
             "brokers": [{"broker_id": ctx.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port,
                          "rack": None}]}

@@ -18,6 +18,7 @@ import datetime
 import io
 import types
 import typing
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,12 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
+from stratalog.broker.fetch import FetchIsolation
 from stratalog.common.errors import StratalogError
+
+NO_TOPIC_ID = uuid.UUID(int=0)                 # Kafka's "unknown topic id": the engine keeps none yet
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648    # Kafka's answer when the client did not ask for them
+READ_COMMITTED = 1                             # a request's isolation_level
 
 
 class MalformedFrame(Exception):
@@ -147,6 +153,13 @@ def error_code(error: BaseException | None) -> int:
         except KeyError:
             return int(ErrorCode.unknown_server_error)
     return int(ErrorCode.unknown_server_error)
+
+
+def isolation_of(body: Any) -> FetchIsolation:
+    """A Fetch's or ListOffsets' isolation level (read_uncommitted where the version has none)."""
+    if field(body, "isolation_level", 0) == READ_COMMITTED:
+        return FetchIsolation.TXN_COMMITTED
+    return FetchIsolation.HIGH_WATERMARK
 
 
 def code_named(name: str) -> int:

@@ -11,21 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from stratalog.broker.fetch import FetchedBatches, FetchIsolation
+from stratalog.broker.fetch import FetchedBatches
 from stratalog.common.errors import NotLeaderOrFollowerError, StratalogError
 from stratalog.common.names import TopicPartition
-from stratalog.server.kafka.codec import Request, error_code, field, millis
+from stratalog.server.kafka.codec import Request, error_code, field, isolation_of, millis
 from stratalog.server.kafka.context import KafkaContext
-
-READ_COMMITTED = 1
 
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
     reads = [(TopicPartition(topic.topic, p.partition), p.fetch_offset, p.partition_max_bytes)
              for topic in body.topics for p in topic.partitions]
-    isolation = (FetchIsolation.TXN_COMMITTED if field(body, "isolation_level", 0) == READ_COMMITTED
-                 else FetchIsolation.HIGH_WATERMARK)
+    isolation = isolation_of(body)
     results: list[FetchedBatches | StratalogError]
     if field(body, "replica_id", -1) >= 0:
         refusal = NotLeaderOrFollowerError("replica fetches come over the engines' HTTP replication API")

@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from stratalog.broker.groups.group import GroupState
-from stratalog.server.kafka.codec import Request, code_named, field, millis
+from stratalog.server.kafka.codec import AUTHORIZED_OPERATIONS_OMITTED, Request, code_named, field, millis
 from stratalog.server.kafka.context import KafkaContext
 
 GROUP_KEY = 0
-INVALID_REQUEST = 42
 CONSUMER_PROTOCOL = "consumer"
 
 
@@ -28,7 +27,7 @@ async def find_coordinator(ctx: KafkaContext, request: Request) -> dict[str, Any
             found.append({"key": key, "node_id": ctx.node_id, "host": ctx.advertised_host,
                           "port": ctx.advertised_port, "error_code": 0, "error_message": None})
         else:
-            found.append({"key": key, "node_id": -1, "host": "", "port": -1, "error_code": INVALID_REQUEST,
+            found.append({"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code_named("INVALID_REQUEST"),
                           "error_message": "transactions are not supported: this engine has no transaction "
                                            "coordinator"})
     first = found[0]
@@ -90,13 +89,13 @@ async def describe_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]
         if group is None:
             described.append({"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value,
                               "protocol_type": "", "protocol_data": "", "members": [],
-                              "authorized_operations": -2147483648})
+                              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
         settled = group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
         described.append({
             "error_code": 0, "group_id": group_id, "group_state": group.state.value,
             "protocol_type": group.protocol_type or "", "protocol_data": (group.protocol or "") if settled else "",
-            "authorized_operations": -2147483648,
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
             "members": [{"member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
                          "client_host": m.client_host, "member_metadata": m.metadata_for(group.protocol),
                          "member_assignment": m.assignment if group.state is GroupState.STABLE else b""}

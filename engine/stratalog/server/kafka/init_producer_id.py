@@ -11,16 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from stratalog.common.errors import StratalogError
-from stratalog.server.kafka.codec import Request, error_code
+from stratalog.server.kafka.codec import Request, code_named, error_code
 from stratalog.server.kafka.context import KafkaContext
 
-INVALID_REQUEST = 42
 
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     refused = {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1}
     if request.body.transactional_id is not None:
-        return {**refused, "error_code": INVALID_REQUEST}
+        return {**refused, "error_code": code_named("INVALID_REQUEST")}
     try:
         producer_id = await ctx.broker.run(ctx.producer_ids.generate)
     except StratalogError as error:

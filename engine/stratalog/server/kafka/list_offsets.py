@@ -10,16 +10,13 @@ from typing import Any
 from stratalog.broker.fetch import FetchIsolation
 from stratalog.common.errors import StratalogError
 from stratalog.common.names import TopicPartition
-from stratalog.server.kafka.codec import Request, error_code, field, millis
+from stratalog.server.kafka.codec import Request, error_code, isolation_of, millis
 from stratalog.server.kafka.context import KafkaContext
-
-READ_COMMITTED = 1
 
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
-    isolation = (FetchIsolation.TXN_COMMITTED if field(body, "isolation_level", 0) == READ_COMMITTED
-                 else FetchIsolation.HIGH_WATERMARK)
+    isolation = isolation_of(body)
     asked = [(topic.name, p.partition_index, millis(p.timestamp)) for topic in body.topics for p in topic.partitions]
     found = await asyncio.gather(*(_one(ctx, TopicPartition(name, index), timestamp, isolation)
                                    for name, index, timestamp in asked))

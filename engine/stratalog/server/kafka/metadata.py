@@ -9,18 +9,21 @@ Kafka's zero id means "unknown" to a client.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC
 from stratalog.common.errors import StratalogError
 from stratalog.common.names import TopicPartition
-from stratalog.server.kafka.codec import Request, error_code, field
+from stratalog.server.kafka.codec import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    NO_TOPIC_ID,
+    Request,
+    code_named,
+    error_code,
+    field,
+)
 from stratalog.server.kafka.context import CLUSTER_ID, KafkaContext
 
-NO_TOPIC_ID = uuid.UUID(int=0)
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-LEADER_NOT_AVAILABLE = 5
 
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
@@ -55,7 +58,7 @@ def _partition(ctx: KafkaContext, tp: TopicPartition) -> dict[str, Any]:
         partition = ctx.broker.replicas.get(tp)
         state = partition.state if partition is not None else None
         if state is None:
-            code = LEADER_NOT_AVAILABLE   # the controller has not spoken of it yet
+            code = code_named("LEADER_NOT_AVAILABLE")   # the controller has not spoken of it yet
             leader, epoch, replicas, isr = -1, -1, [], []
         else:
             leader, epoch, replicas, isr = state.leader, state.leader_epoch, list(state.replicas), list(state.isr)
