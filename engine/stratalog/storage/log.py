@@ -285,8 +285,7 @@ class Log:
         offset = self.log_end_offset
         for v in validated:
             if v.producer_id >= 0 and v.base_sequence >= 0:
-                trial.check(v.producer_id, v.producer_epoch, v.base_sequence,
-                            last_sequence(v.base_sequence, v.last_offset_delta), f"append to {self.topic_partition}")
+                self._idempotence_check(v, trial)
                 trial.on_batch(v.producer_id, v.producer_epoch, v.base_sequence, v.last_offset_delta, offset)
             offset += v.last_offset_delta + 1
 
@@ -370,15 +369,19 @@ class Log:
         return AppendInfo(first_offset, last_offset, validated.max_timestamp, validated.log_append_time,
                           validated.record_count, len(data), self.log_start_offset)
 
-    def _idempotence_check(self, validated: ValidatedBatch) -> BatchMetadata | None:
+    def _idempotence_check(self, validated: ValidatedBatch, producers: ProducerStates | None = None
+                           ) -> BatchMetadata | None:
         """The earlier batch an idempotent producer's batch repeats, or None; raises when it is out
-        of order or fenced. Under the log's lock."""
-        if self._producers is None:   # rare: a truncation since append_prepared's scan
-            self._scan_transactions(under_lock=True)
-        assert self._producers is not None
+        of order or fenced. Against the log's producers (or ``producers``, a trial copy). Under the
+        log's lock."""
+        if producers is None:
+            if self._producers is None:   # rare: a truncation since append_prepared's scan
+                self._scan_transactions(under_lock=True)
+            assert self._producers is not None
+            producers = self._producers
         last_seq = last_sequence(validated.base_sequence, validated.last_offset_delta)
-        return self._producers.check(validated.producer_id, validated.producer_epoch, validated.base_sequence,
-                                     last_seq, f"append to {self.topic_partition}")
+        return producers.check(validated.producer_id, validated.producer_epoch, validated.base_sequence,
+                               last_seq, f"append to {self.topic_partition}")
 
     def _on_batch_written(self, batch: bytes | bytearray) -> None:
         if self._transactions is not None:

@@ -223,7 +223,7 @@ class GroupCoordinator:
         group.generation += 1
         joins = self._joins.pop(group.group_id, {})
         if not group.members:
-            group.state, group.protocol, group.protocol_type, group.leader = GroupState.EMPTY, None, None, None
+            group.empty()
             return
         members = list(group.members.values())
         group.protocol = select_protocol(members)
@@ -306,7 +306,7 @@ class GroupCoordinator:
             if group.members:
                 self._prepare_rebalance(group, initial=False)
             else:
-                group.state, group.protocol, group.protocol_type, group.leader = GroupState.EMPTY, None, None, None
+                group.empty()
                 group.generation += 1
         elif group.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(group)

@@ -59,6 +59,10 @@ class Group:
         names = {name for name, _ in protocols}
         return bool(names & common_protocols(self.members.values()))
 
+    def empty(self) -> None:
+        """No members left: no protocol, no leader (the generation is the caller's to move)."""
+        self.state, self.protocol, self.protocol_type, self.leader = GroupState.EMPTY, None, None, None
+
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
