@@ -35,11 +35,15 @@ class LeaderEpochCache:
             epoch = entry_epoch
         return epoch
 
+    def would_change(self, epoch: int, start_offset: int) -> bool:
+        """Whether ``assign(epoch, start_offset)`` would change the cache (and write its file)."""
+        if epoch < 0:
+            return False
+        return not (self._entries and self._entries[-1][0] == epoch and start_offset >= self._entries[-1][1])
+
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (a no-op if it is already known)."""
-        if epoch < 0:
-            return
-        if self._entries and self._entries[-1][0] == epoch and start_offset >= self._entries[-1][1]:
+        if not self.would_change(epoch, start_offset):
             return
         self._entries = [(e, o) for e, o in self._entries if e < epoch and o < start_offset]
         self._entries.append((epoch, start_offset))

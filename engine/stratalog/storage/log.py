@@ -271,7 +271,12 @@ class Log:
             if len(validated) > 1:
                 self._check_sequences_first(validated)
             with self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
-                return [self._append_validated(v, prepared.now_ms) for v in validated]
+                infos = []
+                for v in validated:
+                    info = self._append_validated(v, prepared.now_ms)
+                    assert info is not None   # only an inline append declines
+                    infos.append(info)
+                return infos
 
     def _check_sequences_first(self, validated: Sequence[ValidatedBatch]) -> None:
         """Several batches in one append: an idempotent producer's out-of-order or fenced batch
@@ -304,9 +309,8 @@ class Log:
     def try_append_prepared(self, prepared: PreparedAppend) -> list[AppendInfo] | None:
         """``append_prepared`` for a caller that must not block (an event loop), or None and
         nothing appended: when the log's lock is held, when the config changed since the batches
-        were validated, or when the append would do more than write to the page cache and the
-        index maps -- roll a segment (files created, indexes trimmed, a flush), flush, or write
-        the leader-epoch checkpoint. The caller then calls ``append_prepared`` on a thread."""
+        were validated, or when ``_append_validated`` finds the append would do more than write to
+        the page cache and the index maps. The caller then calls ``append_prepared`` on a thread."""
         if prepared.log is not self or len(prepared.validated) != 1:
             return None
         if not self.lock.acquire(blocking=False):
@@ -315,18 +319,9 @@ class Log:
             self._check_open()
             if prepared.config is not self.config:
                 return None
-            validated = prepared.validated[0]
-            if validated.producer_id >= 0 and self._producers is None:
-                return None   # the producers' state needs its scan first
-            last_offset = self.log_end_offset + validated.last_offset_delta
-            params = RollParams(self.config.segment_ms, self.config.segment_bytes, validated.max_timestamp,
-                                last_offset, len(validated.data), prepared.now_ms)
-            if (self.active_segment.should_roll(params)
-                    or last_offset + 1 - self.recovery_point >= self.config.flush_messages
-                    or (self.leader_epoch >= 0 and self.epoch_cache.latest_epoch() != self.leader_epoch)):
-                return None
             with self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
-                return [self._append_validated(validated, prepared.now_ms)]
+                info = self._append_validated(prepared.validated[0], prepared.now_ms, inline=True)
+            return None if info is None else [info]
         finally:
             self.lock.release()
 
@@ -348,26 +343,45 @@ class Log:
             out.append(validated)
         return out
 
-    def _append_validated(self, validated: ValidatedBatch, now: int) -> AppendInfo:
+    def _append_validated(self, validated: ValidatedBatch, now: int, *, inline: bool = False) -> AppendInfo | None:
+        """Write one validated batch at the log end, under the log's lock.
+
+        ``inline``: the caller is an event loop. Every step that may block -- the producers' state
+        scan, a roll (files created, indexes trimmed, a flush), a flush due to ``flush.messages``,
+        a new epoch's checkpoint -- is found before anything changes, and the answer is then None.
+        Only writes to the page cache and the index maps remain.
+        """
         data = validated.data
         if validated.producer_id >= 0 and validated.base_sequence >= 0:
+            if inline and self._producers is None:
+                return None   # the producers' state needs its scan first
             repeated = self._idempotence_check(validated)
             if repeated is not None:   # a producer's retry: the offsets it got the first time, nothing written
                 return AppendInfo(repeated.first_offset, repeated.last_offset, validated.max_timestamp,
                                   validated.log_append_time, validated.record_count, 0, self.log_start_offset)
         first_offset = self.log_end_offset
         last_offset = first_offset + validated.last_offset_delta
+        segment = self.active_segment
+        roll_due = segment.should_roll(RollParams(self.config.segment_ms, self.config.segment_bytes,
+                                                  validated.max_timestamp, last_offset, len(data), now))
+        if inline and (roll_due or self._flush_due(last_offset)
+                       or self.epoch_cache.would_change(self.leader_epoch, first_offset)):
+            return None
         set_offsets_in_place(data, 0, first_offset, self.leader_epoch)
-        segment = self._maybe_roll(len(data), validated.max_timestamp, last_offset, now)
+        if roll_due:
+            segment = self.roll()
         segment.append(last_offset, validated.max_timestamp, last_offset, data)
         self.epoch_cache.assign(self.leader_epoch, first_offset)
         self._on_batch_written(data)
         if self.hw_follows_leo:
             self.high_watermark = last_offset + 1
-        if last_offset + 1 - self.recovery_point >= self.config.flush_messages:
+        if self._flush_due(last_offset):   # after a roll, whose flush moved the recovery point
             self.flush()
         return AppendInfo(first_offset, last_offset, validated.max_timestamp, validated.log_append_time,
                           validated.record_count, len(data), self.log_start_offset)
+
+    def _flush_due(self, last_offset: int) -> bool:
+        return last_offset + 1 - self.recovery_point >= self.config.flush_messages
 
     def _idempotence_check(self, validated: ValidatedBatch, producers: ProducerStates | None = None
                            ) -> BatchMetadata | None:
