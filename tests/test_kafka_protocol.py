@@ -32,7 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running = Server([root / "data"], "--no-schedule", "--kafka-listen", "127.0.0.1:0", "--max-fetch-wait-ms",
                      "1000", "--create-topic", f"{TOPIC}:3", "--create-topic", "http-in:1",
                      "--create-topic", "refusals:1", "--create-topic", "java:1",
-                     "--create-topic", "idempotent:1").start()
+                     "--create-topic", "idempotent:1", "--create-topic", "epochs:1").start()
     yield running
     assert running.terminate() == 0, running.log()
     assert "Traceback" not in running.log(), running.log()
@@ -309,6 +309,82 @@ def test_a_fetch_out_of_range_and_of_an_unknown_partition_get_their_codes(server
     _, response = call(server.kafka_address(), request, FetchResponse)
     codes = {p.partition_index: int(p.error_code) for p in response.responses[0].partitions}
     assert codes == {0: 1, 9: 3}   # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
+
+
+def fetch_at(server: Server, offset: int, *, current_leader_epoch: int = -1, last_fetched_epoch: int = -1):
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.fetch.v12.response import FetchResponse
+    from kio.static.primitive import i32Timedelta
+    import datetime
+
+    request = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=10)),
+                           min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=(FetchTopic(topic="epochs", partitions=(FetchPartition(
+                               partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
+                               last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
+                               partition_max_bytes=1 << 20),)),),
+                           forgotten_topics_data=(), rack_id="")
+    _, response = call(server.kafka_address(), request, FetchResponse)
+    return response.responses[0].partitions[0]
+
+
+def end_of_epoch(server: Server, leader_epoch: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:
+    from kio.schema.offset_for_leader_epoch.v4.request import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+    from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
+
+    _, response = call(server.kafka_address(), OffsetForLeaderEpochRequest(replica_id=-1, topics=(
+        OffsetForLeaderTopic(topic="epochs", partitions=(OffsetForLeaderPartition(
+            partition=0, current_leader_epoch=current_leader_epoch, leader_epoch=leader_epoch),)),)),
+        OffsetForLeaderEpochResponse)
+    p = response.topics[0].partitions[0]
+    return int(p.error_code), p.leader_epoch, p.end_offset
+
+
+def test_a_consumers_leader_epochs_are_checked_and_a_diverged_position_is_told_where_to_go_back(server: Server):
+    for i in range(3):
+        assert server.post("/v1/topics/epochs/partitions/0/records", data=kafka_batch([(None, b"e%d" % i)]),
+                           headers={"Content-Type": RECORD_BATCH}).status_code == 200
+    # OffsetsForLeaderEpoch: a lone engine leads in epoch 0, which ends at its log end.
+    assert end_of_epoch(server, 0) == (0, 0, 3)
+    assert end_of_epoch(server, 4) == (0, -1, -1)                        # an epoch this log never had
+    assert end_of_epoch(server, 0, current_leader_epoch=1)[0] == 75     # UNKNOWN_LEADER_EPOCH
+    # Fetch: a position inside the log, in the epoch the log has, reads.
+    agreed = fetch_at(server, 1, current_leader_epoch=0, last_fetched_epoch=0)
+    assert (int(agreed.error_code), agreed.diverging_epoch.epoch, len(kafka_parse_all(agreed.records))) == (0, -1, 2)
+    # A consumer that read epoch 0 up to offset 5 read records this log no longer has: go back to 3.
+    diverged = fetch_at(server, 5, last_fetched_epoch=0)
+    assert int(diverged.error_code) == 0 and not diverged.records
+    assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (0, 3)
+    assert int(fetch_at(server, 1, last_fetched_epoch=4).error_code) == 1      # OFFSET_OUT_OF_RANGE: no such epoch
+    assert int(fetch_at(server, 1, current_leader_epoch=1).error_code) == 75   # UNKNOWN_LEADER_EPOCH
+
+
+def test_librdkafka_validates_a_position_by_its_leader_epoch_and_reports_the_truncation(server: Server):
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": server.kafka_address(), "group.id": "epoch-check",
+                         "enable.auto.commit": False, "auto.offset.reset": "error"})
+    # A position past the log's end in epoch 0, as after an unclean leader change: librdkafka asks
+    # OffsetsForLeaderEpoch, learns epoch 0 ends earlier here, and reports a truncated log.
+    consumer.assign([TopicPartition("epochs", 0, 7, leader_epoch=0)])
+    errors = []
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None:
+            assert message.error() is not None, (message.offset(), message.value())
+            errors.append(message.error())
+    consumer.close()
+    assert errors and errors[0].code() == KafkaError._AUTO_OFFSET_RESET, errors
+    assert "truncat" in errors[0].str().lower(), errors[0].str()
+
+
+def kafka_parse_all(records: bytes) -> list:
+    return list(kafka_parse(records)) if records else []
 
 
 def test_api_versions_of_an_unknown_version_answers_in_version_0_with_what_is_offered(server: Server):

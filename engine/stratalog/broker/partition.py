@@ -48,6 +48,32 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
 
+def check_leader_epoch(given: int, current: int, what: str) -> None:
+    """A request's view of the leader epoch against this replica's (Kafka's fencing of stale
+    metadata): older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; -1 asks no check."""
+    if given < 0:
+        return  # a client that does not track epochs
+    if given < current:
+        raise FencedLeaderEpochError(f"{what}: leader epoch {given} is older than the current {current}")
+    if given > current:
+        raise UnknownLeaderEpochError(f"{what}: leader epoch {given} is newer than this replica's {current}")
+
+
+def diverging_epoch(log: Log, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+    """KIP-320: whether a fetcher whose last batch came from ``last_fetched_epoch`` and who asks from
+    ``fetch_offset`` holds records this log does not: (the largest epoch at or below its epoch, that
+    epoch's end offset here) for it to truncate to, or None when its log agrees with this one."""
+    if last_fetched_epoch < 0:
+        return None
+    end = log.epoch_cache.end_offset_for(last_fetched_epoch, log.log_end_offset)
+    if end is None:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    epoch, end_offset = end
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaFetch:
     """A follower's fetch (Kafka's FetchRequest from a replica, with KIP-320's last fetched epoch)."""
@@ -173,14 +199,7 @@ class Partition:
 
     def _check_epoch(self, epoch: int, what: str) -> None:
         assert self.state is not None
-        if epoch < 0:
-            return  # a client that does not track epochs
-        if epoch < self.state.leader_epoch:
-            raise FencedLeaderEpochError(f"{what} {self.log.topic_partition}: leader epoch {epoch} is older than "
-                                         f"the current {self.state.leader_epoch}")
-        if epoch > self.state.leader_epoch:
-            raise UnknownLeaderEpochError(f"{what} {self.log.topic_partition}: leader epoch {epoch} is newer than "
-                                          f"this replica's {self.state.leader_epoch}")
+        check_leader_epoch(epoch, self.state.leader_epoch, f"{what} {self.log.topic_partition}")
 
     # -- leader: produce --------------------------------------------------------------------
     def append_as_leader(self, batches: Sequence[bytes | bytearray], *, required_acks: int = 1,
@@ -311,15 +330,7 @@ class Partition:
                                   log.log_end_offset), proposal
 
     def _diverging_epoch(self, fetch: ReplicaFetch) -> tuple[int, int] | None:
-        if fetch.last_fetched_epoch < 0:
-            return None
-        end = self.log.epoch_cache.end_offset_for(fetch.last_fetched_epoch, self.log.log_end_offset)
-        if end is None:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        epoch, end_offset = end
-        if epoch < fetch.last_fetched_epoch or end_offset < fetch.fetch_offset:
-            return epoch, end_offset
-        return None
+        return diverging_epoch(self.log, fetch.fetch_offset, fetch.last_fetched_epoch)
 
     def _maybe_advance_high_watermark(self) -> None:
         if self.state is None or self.state.leader != self.local_id:

@@ -32,7 +32,15 @@ from stratalog.broker.engine import Engine
 from stratalog.broker.groups.offsets_records import INTERNAL_TOPICS
 from stratalog.broker.fetch import FetchedBatches, read_whole_batches
 from stratalog.broker.partitioner import partition_for_key
-from stratalog.broker.partition import Partition, ReplicaFetch, ReplicaFetchResult
+from stratalog.broker.partition import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_OFFSET,
+    Partition,
+    ReplicaFetch,
+    ReplicaFetchResult,
+    check_leader_epoch,
+    diverging_epoch,
+)
 from stratalog.broker.produce import Acks, ProduceResult, append_to_log, append_to_logs, try_append_to_log
 from stratalog.broker.replication import ReplicaSet
 from stratalog.broker.signals import AppendSignals
@@ -375,6 +383,41 @@ class ReplicaManager:
         if timestamp == LATEST_TIMESTAMP:
             return OffsetAndTimestamp(bound, -1)
         return found if found.offset < bound else None
+
+    def check_consumer_position(self, tp: TopicPartition, fetch_offset: int, current_leader_epoch: int = -1,
+                                last_fetched_epoch: int = -1) -> tuple[int, int] | None:
+        """A consumer's fetch position, checked as Kafka's ``Partition.fetchRecords`` does before it
+        reads: the leader epoch the consumer believes in (raises FENCED_LEADER_EPOCH if older,
+        UNKNOWN_LEADER_EPOCH if newer) and, when it names the epoch of the last batch it fetched,
+        whether its log diverged from this one there (KIP-320): (epoch, end offset) to move back to,
+        or None to read. Cheap: the epoch cache only, no I/O."""
+        partition = self._leader_or_refuse(tp, "fetch from")
+        log = self.log(tp)
+        current = partition.state.leader_epoch if partition is not None and partition.state else log.leader_epoch
+        check_leader_epoch(current_leader_epoch, current, f"fetch from {tp}")
+        diverged = diverging_epoch(log, fetch_offset, last_fetched_epoch)
+        if diverged == (UNDEFINED_EPOCH, UNDEFINED_OFFSET):
+            raise OffsetOutOfRangeError(f"fetch from {tp}: the end of the last fetched epoch {last_fetched_epoch} "
+                                        "is not known here")
+        if last_fetched_epoch >= 0 and fetch_offset < log.log_start_offset:
+            raise OffsetOutOfRangeError(f"fetch from {tp}: offset {fetch_offset} is below the log start offset "
+                                        f"{log.log_start_offset}")
+        return diverged
+
+    async def end_offset_for_epoch(self, tp: TopicPartition, leader_epoch: int,
+                                   current_leader_epoch: int = -1) -> tuple[int, int]:
+        """Kafka's OffsetsForLeaderEpoch for a client: (the largest epoch at or below ``leader_epoch``
+        in the leader's log, the offset where it ends), or (-1, -1) for an epoch the log does not
+        know. A consumer asks it after a leader change to learn whether its position survived."""
+        partition = self._leader_or_refuse(tp, "offsets for leader epoch of")
+        log = self.log(tp)
+        current = partition.state.leader_epoch if partition is not None and partition.state else log.leader_epoch
+        check_leader_epoch(current_leader_epoch, current, f"offsets for leader epoch of {tp}")
+
+        def look_up() -> tuple[int, int] | None:
+            with log.lock:
+                return log.epoch_cache.end_offset_for(leader_epoch, log.log_end_offset)
+        return await self.run(look_up) or (-1, -1)
 
     def leader_epoch_of(self, tp: TopicPartition, offset: int) -> int:
         """The leader epoch of the batch holding ``offset`` (Kafka's ListOffsets answers it); -1 unknown."""

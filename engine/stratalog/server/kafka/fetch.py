@@ -4,11 +4,14 @@ Partitions are read in the request's order within its ``max_bytes`` (the first b
 as Kafka's minOneMessage), and the request waits up to ``max_wait_ms`` (bounded by the
 engine's own limit) for ``min_bytes`` (``ReplicaManager.fetch_many``). Incremental fetch
 sessions (KIP-227) are not kept: every answer says session 0, so clients send full requests.
+Before any read, each partition's current leader epoch is checked and, from v12, its last
+fetched epoch: a diverged consumer gets the epoch and end offset to truncate to (KIP-320).
 A follower's fetch (replica id >= 0) is not served here: engines replicate over HTTP.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from stratalog.broker.fetch import FetchedBatches
@@ -20,29 +23,50 @@ from stratalog.server.kafka.context import KafkaContext
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
-    reads = [(TopicPartition(topic.topic, p.partition), p.fetch_offset, p.partition_max_bytes)
-             for topic in body.topics for p in topic.partitions]
-    isolation = isolation_of(body)
-    results: list[FetchedBatches | StratalogError]
+    asked = [(TopicPartition(topic.topic, p.partition), p) for topic in body.topics for p in topic.partitions]
+    answers: dict[int, FetchedBatches | StratalogError | Diverged] = {}
     if field(body, "replica_id", -1) >= 0:
         refusal = NotLeaderOrFollowerError("replica fetches come over the engines' HTTP replication API")
-        results = [refusal for _ in reads]
+        answers = {i: refusal for i in range(len(asked))}
     else:
+        for i, (tp, p) in enumerate(asked):   # epochs first, as Kafka's fetchRecords: no read for these
+            try:
+                diverged = ctx.broker.check_consumer_position(tp, p.fetch_offset, field(p, "current_leader_epoch", -1),
+                                                              field(p, "last_fetched_epoch", -1))
+            except StratalogError as error:
+                answers[i] = error
+                continue
+            if diverged is not None:
+                answers[i] = Diverged(*diverged)
+        reads = [i for i in range(len(asked)) if i not in answers]
         wait_ms = max(0, min(millis(body.max_wait), ctx.max_fetch_wait_ms))
-        results = await ctx.broker.fetch_many(reads, wait_ms, body.min_bytes, field(body, "max_bytes", 0x7FFFFFFF),
-                                              isolation)
+        results = await ctx.broker.fetch_many(
+            [(asked[i][0], asked[i][1].fetch_offset, asked[i][1].partition_max_bytes) for i in reads],
+            wait_ms, body.min_bytes, field(body, "max_bytes", 0x7FFFFFFF), isolation_of(body))
+        answers.update(zip(reads, results))
     topics: dict[str, list[dict[str, Any]]] = {}
-    for (tp, _, _), result in zip(reads, results):
-        topics.setdefault(tp.topic, []).append(_partition(tp.partition, result))
+    for i, (tp, _) in enumerate(asked):
+        topics.setdefault(tp.topic, []).append(_partition(tp.partition, answers[i]))
     return {"throttle_time": 0, "error_code": 0, "session_id": 0,
             "responses": [{"topic": name, "partitions": parts} for name, parts in topics.items()]}
 
 
-def _partition(index: int, result: FetchedBatches | StratalogError) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Diverged:
+    """KIP-320: the consumer's log diverged from the leader's; no records, where to go back to."""
+
+    epoch: int
+    end_offset: int
+
+
+def _partition(index: int, result: FetchedBatches | StratalogError | Diverged) -> dict[str, Any]:
+    empty = {"partition_index": index, "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+             "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
     if isinstance(result, StratalogError):
-        return {"partition_index": index, "error_code": error_code(result), "high_watermark": -1,
-                "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-                "preferred_read_replica": -1, "records": b""}
+        return {**empty, "error_code": error_code(result)}
+    if isinstance(result, Diverged):
+        return {**empty, "error_code": 0,
+                "diverging_epoch": {"epoch": result.epoch, "end_offset": result.end_offset}}
     aborted = result.aborted_transactions
     return {"partition_index": index, "error_code": 0, "high_watermark": result.high_watermark,
             "last_stable_offset": result.last_stable_offset if result.last_stable_offset >= 0

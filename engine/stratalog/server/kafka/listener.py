@@ -30,6 +30,7 @@ from stratalog.server.kafka import (
     init_producer_id,
     list_offsets,
     metadata,
+    offsets_for_leader_epoch,
     produce,
 )
 from stratalog.server.kafka.codec import CloseConnection, MalformedFrame, Request, read_request, write_response
@@ -52,6 +53,7 @@ HANDLERS: dict[int, Handler] = {
     api_versions.PRODUCE: produce.handle,
     api_versions.FETCH: fetch.handle,
     api_versions.LIST_OFFSETS: list_offsets.handle,
+    api_versions.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch.handle,
     api_versions.INIT_PRODUCER_ID: init_producer_id.handle,
     api_versions.FIND_COORDINATOR: groups.find_coordinator,
     api_versions.JOIN_GROUP: groups.join_group,
