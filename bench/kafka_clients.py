@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from kafka_broker import KafkaBroker  # noqa: E402
 from kafka_tools import kafka_toolchain_or_error  # noqa: E402
 
-_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s)]+)\)")
+_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s);]+)[;)]")
 
 
 def process_cpu(pid: int) -> float:

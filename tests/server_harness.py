@@ -25,20 +25,32 @@ from kafka.record.memory_records import MemoryRecords
 
 RECORD_BATCH = "application/vnd.kafka.record-batch"
 STARTUP_BOUND_S = 60.0
-_LISTENING = re.compile(r"listening on (http://[^\s]+)")
-_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s)]+)\)")
+_LISTENING = re.compile(r"listening on (https?://[^\s]+)")
+_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s);]+)[;)]")
 # The ``stratalog`` console script, run with this interpreter (whatever venv the tests run in).
 STRATALOG = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())"]
 
 
 class Server:
-    def __init__(self, data_dirs: Sequence[Path], *args: str, log_path: Path | None = None) -> None:
+    def __init__(self, data_dirs: Sequence[Path], *args: str, log_path: Path | None = None,
+                 ca: Path | None = None, token: str | None = None) -> None:
+        """``ca``: the CA the test's session trusts (a TLS server); ``token``: the bearer token it presents."""
         self.data_dirs = [Path(d) for d in data_dirs]
         self.args = list(args)
         self.log_path = log_path or self.data_dirs[0].parent / f"serve-{id(self)}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.base = ""
-        self.session = requests.Session()
+        self.ca, self.token = ca, token
+        self.session = self._new_session()
+
+    def _new_session(self) -> requests.Session:
+        session = requests.Session()
+        if self.ca is not None:
+            session.verify = str(self.ca)
+            session.trust_env = False   # else REQUESTS_CA_BUNDLE in the environment overrides verify
+        if self.token is not None:
+            session.headers["Authorization"] = f"Bearer {self.token}"
+        return session
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, *, wait_ready: bool = True) -> Server:
@@ -97,7 +109,7 @@ class Server:
             self.proc.send_signal(sig)
         code = self.proc.wait(timeout=timeout)
         self.session.close()
-        self.session = requests.Session()
+        self.session = self._new_session()
         return code
 
     def kill(self) -> int:

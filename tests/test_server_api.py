@@ -57,7 +57,7 @@ def test_openapi_document_names_exactly_the_served_routes(server: Server) -> Non
     assert document["openapi"].startswith("3.")
     documented = {(method.upper(), path) for path, item in document["paths"].items()
                   for method in item if method in ("get", "post", "patch", "delete", "put")}
-    assert documented == {(method, path) for method, path, _ in ROUTES}
+    assert documented == {(method, path) for method, path, _, _ in ROUTES}
 
 
 def test_health_ready_and_status(server: Server) -> None:

@@ -58,6 +58,16 @@ def register(sub: Any) -> None:
                              "port 0 picks a free port, printed on startup); off unless given")
     parser.add_argument("--kafka-advertise", default=None, metavar="HOST:PORT",
                         help="the address Metadata gives Kafka clients (default: the --kafka-listen address)")
+    parser.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
+                        help="serve both listeners over TLS with this PEM certificate (chain); reloaded when the "
+                             "file changes, e.g. a cert-manager Secret's tls.crt; needs --tls-key")
+    parser.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="the certificate's PEM key")
+    parser.add_argument("--tls-reload-seconds", type=float, default=10.0, metavar="SECONDS",
+                        help="how often to look for a renewed certificate (default 10)")
+    parser.add_argument("--token-file", type=Path, default=None, metavar="FILE",
+                        help="require a bearer token (HTTP Authorization, Kafka SASL PLAIN or OAUTHBEARER) from "
+                             "this file, in kube-apiserver's token-auth-file format; groups stratalog:VERB[:TOPIC] "
+                             "grant consume, produce, administer or replicate (docs/access.md)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--access-log", action="store_true", help="log every request")
     parser.set_defaults(run=run)
@@ -100,7 +110,13 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("stratalog serve: --broker-id and --controller go together")
     if args.broker_id is not None and args.broker_id < 0:
         raise SystemExit("stratalog serve: --broker-id must be ≥ 0")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise SystemExit("stratalog serve: --tls-cert and --tls-key go together")
+    if args.tls_reload_seconds <= 0:
+        raise SystemExit("stratalog serve: --tls-reload-seconds must be > 0")
     options = ServeOptions([Path(d) for d in args.data_dirs], host, port, properties, args.schedule, topics,
                            settings, args.shutdown_timeout, args.access_log, args.broker_id, args.controller,
-                           kafka_listen, kafka_advertise)
+                           kafka_listen, kafka_advertise,
+                           tls=(args.tls_cert, args.tls_key) if args.tls_cert is not None else None,
+                           tls_reload_seconds=args.tls_reload_seconds, token_file=args.token_file)
     return main(options, log_level=args.log_level)

@@ -204,3 +204,30 @@ class IneligibleReplicaError(StratalogError):
     """An ISR addition of a replica the controller has fenced (KIP-841): it must register again first."""
 
     code = "INELIGIBLE_REPLICA"
+
+
+# -- access control (Kafka's names) ------------------------------------------------------------
+class AuthenticationFailedError(StratalogError):
+    """No credential, or one the authenticator does not accept (HTTP 401, Kafka's SASL failure)."""
+
+    code = "SASL_AUTHENTICATION_FAILED"
+
+
+class TopicAuthorizationFailedError(StratalogError):
+    """An authenticated principal lacks the verb this request needs on a topic."""
+
+    code = "TOPIC_AUTHORIZATION_FAILED"
+
+    def __init__(self, message: str, *, verb: str, resource: str) -> None:
+        super().__init__(message)
+        self.verb = verb
+        self.resource = resource
+
+    def details(self) -> dict[str, object]:
+        return {"verb": self.verb, "resource": self.resource}
+
+
+class ClusterAuthorizationFailedError(TopicAuthorizationFailedError):
+    """The same, for a request that concerns every topic (maintenance, creating topics)."""
+
+    code = "CLUSTER_AUTHORIZATION_FAILED"

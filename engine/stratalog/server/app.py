@@ -9,7 +9,8 @@ Middlewares, outermost first:
 
 1. request metrics (method, route, final status);
 2. errors: every engine error / malformed request becomes the JSON error body;
-3. readiness: ``/v1`` operations answer 503 until the engine has opened its
+3. access: with access control on, a bearer token and the route's verb (``server/access``);
+4. readiness: ``/v1`` operations answer 503 until the engine has opened its
    directories and after SIGTERM (status, OpenAPI, health and metrics always
    answer, so an operator can watch a long recovery).
 """
@@ -22,6 +23,18 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from stratalog.server import maintenance, records, replication, topics
+from stratalog.server.access.http import access_middleware
+from stratalog.server.access.permissions import (
+    ADMINISTER,
+    ADMINISTER_ALL,
+    AUTHENTICATED,
+    CONSUME,
+    PRODUCE,
+    PUBLIC,
+    REPLICATE,
+    REPLICATE_ALL,
+    Need,
+)
 from stratalog.server.errors import error_middleware
 from stratalog.server.openapi import build_document
 from stratalog.server.state import STATE, ServerState
@@ -36,33 +49,34 @@ async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=request.app[OPENAPI], content_type="application/json")
 
 
-# (method, path, handler): the whole API.
-ROUTES: tuple[tuple[str, str, Handler], ...] = (
-    ("GET", "/v1/topics", topics.list_topics),
-    ("POST", "/v1/topics", topics.create_topic),
-    ("GET", "/v1/topics/{topic}", topics.get_topic),
-    ("DELETE", "/v1/topics/{topic}", topics.delete_topic),
-    ("PATCH", "/v1/topics/{topic}/configs", topics.alter_configs),
-    ("POST", "/v1/topics/{topic}/partitions", topics.add_partitions),
-    ("POST", "/v1/topics/{topic}/records", records.produce_topic),
-    ("GET", "/v1/topics/{topic}/partitions/{partition}", topics.get_partition),
-    ("POST", "/v1/topics/{topic}/partitions/{partition}/records", records.produce_partition),
-    ("GET", "/v1/topics/{topic}/partitions/{partition}/records", records.fetch),
-    ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets", records.list_offsets),
-    ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records", records.delete_records_handler),
-    ("PUT", "/v1/replication/partitions/{topic}/{partition}", replication.put_partition_state),
-    ("GET", "/v1/replication/partitions/{topic}/{partition}/fetch", replication.replica_fetch),
-    ("POST", "/v1/replication/fetch", replication.replica_fetch_many),
-    ("POST", "/v1/maintenance/retention", maintenance.retention),
-    ("POST", "/v1/maintenance/clean", maintenance.clean),
-    ("POST", "/v1/maintenance/checkpoints", maintenance.checkpoints),
-    ("POST", "/v1/maintenance/flush", maintenance.flush),
-    ("POST", "/v1/maintenance/deletions", maintenance.deletions),
-    ("GET", "/v1/status", maintenance.status),
-    ("GET", "/v1/openapi.json", openapi),
-    ("GET", "/healthz", maintenance.healthz),
-    ("GET", "/readyz", maintenance.readyz),
-    ("GET", "/metrics", maintenance.metrics),
+# (method, path, handler, what it needs when access control is on): the whole API.
+# See server/access/model.py for the verbs; docs/access.md for the Roles that grant them.
+ROUTES: tuple[tuple[str, str, Handler, Need], ...] = (
+    ("GET", "/v1/topics", topics.list_topics, AUTHENTICATED),
+    ("POST", "/v1/topics", topics.create_topic, ADMINISTER_ALL),
+    ("GET", "/v1/topics/{topic}", topics.get_topic, AUTHENTICATED),
+    ("DELETE", "/v1/topics/{topic}", topics.delete_topic, ADMINISTER),
+    ("PATCH", "/v1/topics/{topic}/configs", topics.alter_configs, ADMINISTER),
+    ("POST", "/v1/topics/{topic}/partitions", topics.add_partitions, ADMINISTER),
+    ("POST", "/v1/topics/{topic}/records", records.produce_topic, PRODUCE),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}", topics.get_partition, AUTHENTICATED),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/records", records.produce_partition, PRODUCE),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/records", records.fetch, CONSUME),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets", records.list_offsets, CONSUME),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records", records.delete_records_handler, ADMINISTER),
+    ("PUT", "/v1/replication/partitions/{topic}/{partition}", replication.put_partition_state, REPLICATE),
+    ("GET", "/v1/replication/partitions/{topic}/{partition}/fetch", replication.replica_fetch, REPLICATE),
+    ("POST", "/v1/replication/fetch", replication.replica_fetch_many, REPLICATE_ALL),
+    ("POST", "/v1/maintenance/retention", maintenance.retention, ADMINISTER_ALL),
+    ("POST", "/v1/maintenance/clean", maintenance.clean, ADMINISTER_ALL),
+    ("POST", "/v1/maintenance/checkpoints", maintenance.checkpoints, ADMINISTER_ALL),
+    ("POST", "/v1/maintenance/flush", maintenance.flush, ADMINISTER_ALL),
+    ("POST", "/v1/maintenance/deletions", maintenance.deletions, ADMINISTER_ALL),
+    ("GET", "/v1/status", maintenance.status, AUTHENTICATED),
+    ("GET", "/v1/openapi.json", openapi, PUBLIC),
+    ("GET", "/healthz", maintenance.healthz, PUBLIC),
+    ("GET", "/readyz", maintenance.readyz, PUBLIC),
+    ("GET", "/metrics", maintenance.metrics, PUBLIC),
 )
 
 # Served whatever the engine's state: health, readiness, metrics, the document, status.
@@ -85,11 +99,13 @@ def create_app(state: ServerState) -> web.Application:
         return await handler(request)
 
     # Bodies are read by params.read_body with limits of their own; aiohttp's cap stays as a backstop.
-    app = web.Application(middlewares=[request_metrics, error_middleware(state.metrics.error), readiness],
+    needs = {(method, path): need for method, path, _, need in ROUTES}
+    app = web.Application(middlewares=[request_metrics, error_middleware(state.metrics.error),
+                                       access_middleware(state.access, needs), readiness],
                           client_max_size=1 << 30)
     app[STATE] = state
     app[OPENAPI] = json.dumps(build_document(state.settings)).encode()
-    for method, path, handler in ROUTES:
+    for method, path, handler, _ in ROUTES:
         app.router.add_route(method, path, handler)
 
     async def wake_long_polls(app: web.Application) -> None:

@@ -59,6 +59,9 @@ _STATUS_BY_CODE = {
     "OUT_OF_ORDER_SEQUENCE_NUMBER": 409,
     "KAFKA_STORAGE_ERROR": 500,
     "UNKNOWN_SERVER_ERROR": 500,
+    "SASL_AUTHENTICATION_FAILED": 401,
+    "TOPIC_AUTHORIZATION_FAILED": 403,
+    "CLUSTER_AUTHORIZATION_FAILED": 403,
 }
 
 
@@ -114,7 +117,9 @@ def error_middleware(on_error: ErrorListener) -> Middleware:
             return await handler(request)
         except StratalogError as error:
             on_error(error.code)
-            return error_response(status_for(error), error.code, str(error), details=error.details())
+            status = status_for(error)
+            challenge = {"WWW-Authenticate": 'Bearer realm="stratalog"'} if status == 401 else None
+            return error_response(status, error.code, str(error), headers=challenge, details=error.details())
         except web.HTTPException as error:
             # aiohttp's own refusals (no route, wrong method): same JSON shape, same status,
             # keeping headers such as Allow that the status promises.

@@ -67,6 +67,8 @@ class ServerMetrics:
             "stratalog_fetch_latency_seconds", "Time to read one fetch, long-poll waiting excluded",
             buckets=_LATENCY_BUCKETS, registry=registry)
         self.errors = Counter("stratalog_errors", "Error responses by Kafka error code", ["code"], registry=registry)
+        self.access_denied = Counter("stratalog_access_denied", "Requests refused by authorization, by verb "
+                                     "(both listeners)", ["verb"], registry=registry)
         self.requests = Counter("stratalog_http_requests", "HTTP requests by method, route and status",
                                 ["method", "route", "status"], registry=registry)
         registry.register(EngineCollector(engine))

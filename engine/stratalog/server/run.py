@@ -23,13 +23,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ssl import SSLContext
+
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
 
 from stratalog.common.errors import StratalogError
 from stratalog.broker.engine import Engine
 from stratalog.broker.groups.coordinator import GroupCoordinator
 from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
+from stratalog.server.access.model import OPEN, AccessControl
+from stratalog.server.access.static_tokens import StaticTokens, TokenFileError
+from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import create_app
 from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.listener import KafkaListener
@@ -38,6 +44,7 @@ from stratalog.server.state import ServerState, Settings
 from stratalog.broker.topics import TopicAdmin
 
 logger = logging.getLogger("stratalog.serve")
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,17 @@ class ServeOptions:
     controller_url: str | None = None
     kafka_listen: tuple[str, int] | None = None      # the Kafka-protocol listener, off when None
     kafka_advertise: tuple[str, int] | None = None   # what Metadata tells clients; the listener's address by default
+    tls: tuple[Path, Path] | None = None    # certificate and key: both listeners speak TLS
+    tls_reload_seconds: float = 10.0
+    token_file: Path | None = None          # access control by a static token file
+
+
+def access_from(options: ServeOptions) -> AccessControl:
+    """The token file's access control, or open; raises ``TokenFileError`` naming what is wrong."""
+    if options.token_file is None:
+        return OPEN
+    tokens = StaticTokens.from_file(options.token_file)
+    return AccessControl(tokens, tokens)
 
 
 def parse_listen(text: str, *, flag: str = "--listen") -> tuple[str, int]:
@@ -93,13 +111,31 @@ def _replica_set(engine: Engine, broker_id: int, controller_url: str) -> Replica
                       ControllerClient(controller_url), LeaderSession, clock=engine.clock)
 
 
+class _MalformedRequests(logging.Filter):
+    """aiohttp logs every request its parser refuses (answered 400) as an ERROR with a traceback;
+    anyone who can connect could fill the log that way. One INFO line says what was refused."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, BadHttpMessage):
+            first = next((line.strip() for line in str(error.message).splitlines() if line.strip()), "malformed")
+            record.msg, record.args = "refused a malformed HTTP request (400): %s", (first,)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+_MALFORMED = _MalformedRequests()
+
+
 async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 30.0,
-                 access_log: bool = False) -> web.AppRunner | None:
+                 access_log: bool = False, ssl_context: SSLContext | None = None) -> web.AppRunner | None:
     """Start serving ``app``; None (with the reason logged) when the address cannot be bound."""
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout,
                            access_log=logging.getLogger("aiohttp.access") if access_log else None)
+    logging.getLogger("aiohttp.server").addFilter(_MALFORMED)   # idempotent: one filter object
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
     try:
         await site.start()
     except OSError as error:
@@ -112,15 +148,27 @@ async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout
 async def serve(options: ServeOptions) -> int:
     # The engine is built (settings checked) before we listen: a bad --config fails fast.
     engine = Engine(options.data_dirs, dict(options.properties), schedule=options.schedule)
-    state = ServerState(engine, options.settings)
+    try:
+        access = access_from(options)
+        tls = ReloadingTLS(*options.tls) if options.tls is not None else None
+    except (TokenFileError, TLSFilesError) as error:
+        logger.error("cannot start: %s", error)
+        return 1
+    if access.enabled and tls is None and options.host not in LOOPBACK:
+        logger.warning("bearer tokens will cross the network in the clear: give --tls-cert/--tls-key")
+    state = ServerState(engine, options.settings, access)
     runner = await listen(create_app(state), options.host, options.port, shutdown_timeout=options.shutdown_timeout,
-                          access_log=options.access_log)
+                          access_log=options.access_log, ssl_context=tls.context if tls else None)
     if runner is None:
         return 1
     for address in runner.addresses:
         host, port = address[0], address[1]
         shown = f"[{host}]" if ":" in host else host
-        logger.info("listening on http://%s:%d (API under /v1, OpenAPI at /v1/openapi.json)", shown, port)
+        logger.info("listening on %s://%s:%d (API under /v1, OpenAPI at /v1/openapi.json)",
+                    "https" if tls else "http", shown, port)
+    if access.enabled:
+        logger.info("access control on: bearer tokens from %s", options.token_file)
+    watching = asyncio.create_task(tls.watch(options.tls_reload_seconds)) if tls is not None else None
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -148,7 +196,7 @@ async def serve(options: ServeOptions) -> int:
                 state.broker.attach_replicas(replicas.start(), loop)
                 logger.info("replication: broker %d, controller %s", options.broker_id, options.controller_url)
             if options.kafka_listen is not None:
-                kafka = await _listen_kafka(state, options)
+                kafka = await _listen_kafka(state, options, tls.context if tls else None)
             state.started = True
             logger.info("ready (schedule %s)", "on" if options.schedule else "off: use /v1/maintenance/*")
             await stop.wait()
@@ -173,27 +221,31 @@ async def serve(options: ServeOptions) -> int:
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        if watching is not None:
+            watching.cancel()
     return status
 
 
-async def _listen_kafka(state: ServerState, options: ServeOptions) -> KafkaListener:
+async def _listen_kafka(state: ServerState, options: ServeOptions, ssl_context: SSLContext | None) -> KafkaListener:
     assert options.kafka_listen is not None
     host, port = options.kafka_listen
     node_id = options.broker_id or 0
     groups = GroupCoordinator(state.broker)
     await groups.start()
     ctx = KafkaContext(state.broker, state.engine, node_id, host, port, state.settings.max_fetch_wait_ms,
-                       ProducerIdAllocator(state.engine.manager.data_dirs[0], node_id), groups)
+                       ProducerIdAllocator(state.engine.manager.data_dirs[0], node_id), groups, state.access)
     listener = KafkaListener(ctx)
     try:
-        addresses = await listener.start(host, port)
+        addresses = await listener.start(host, port, ssl=ssl_context)
     except OSError as error:
         raise OSError(error.errno, f"cannot listen for Kafka clients on {host}:{port}: {error.strerror}") from None
     bound_host, bound_port = addresses[0]
     ctx.advertised_host, ctx.advertised_port = options.kafka_advertise or (
         host if host not in ("0.0.0.0", "::") else "127.0.0.1", bound_port)
-    logger.info("listening for Kafka clients on %s:%d (advertised as %s:%d)", bound_host, bound_port,
-                ctx.advertised_host, ctx.advertised_port)
+    logger.info("listening for Kafka clients on %s:%d (advertised as %s:%d; %s)", bound_host, bound_port,
+                ctx.advertised_host, ctx.advertised_port,
+                {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
+                 (True, True): "SASL_SSL"}[(ssl_context is not None, state.access.enabled)])
     return listener
 
 

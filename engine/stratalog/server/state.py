@@ -14,6 +14,7 @@ from aiohttp import web
 
 from stratalog.broker.engine import Engine
 from stratalog.broker.replica_manager import ReplicaManager
+from stratalog.server.access.model import OPEN, AccessControl
 from stratalog.server.errors import NotReadyError
 from stratalog.server.metrics import ServerMetrics
 
@@ -36,12 +37,15 @@ class Settings:
 
 
 class ServerState:
-    def __init__(self, engine: Engine, settings: Settings | None = None) -> None:
+    def __init__(self, engine: Engine, settings: Settings | None = None, access: AccessControl = OPEN) -> None:
         self.engine = engine
         self.settings = settings or Settings()
         self.broker = ReplicaManager(engine, io_threads=self.settings.io_threads,
                                      maintenance_threads=self.settings.maintenance_threads)
         self.metrics = ServerMetrics(engine, self.broker.signals.counts, lambda: self.broker.replicas)
+        self.access = access
+        if access.enabled:
+            access.on_denied = lambda verb: self.metrics.access_denied.labels(verb).inc()
         self.started = False  # engine started and --create-topic done
         self.draining = False  # SIGTERM/SIGINT received: new requests get 503
         self._body_limit: int | None = None

@@ -15,6 +15,7 @@ from typing import Any
 
 from stratalog.common.config import ENGINE_CONFIGS, TOPIC_CONFIGS
 from stratalog.common.errors import InvalidConfigError, InvalidPartitionsError, StratalogError
+from stratalog.server.kafka.authorization import Verb, refused
 from stratalog.server.kafka.codec import AUTHORIZED_OPERATIONS_OMITTED, NO_TOPIC_ID, Request, code_named, error_code, field
 from stratalog.server.kafka.context import CLUSTER_ID, KafkaContext
 
@@ -49,6 +50,10 @@ async def create_topics(ctx: KafkaContext, request: Request) -> dict[str, Any]:
         answer: dict[str, Any] = {"name": topic.name, "topic_id": NO_TOPIC_ID, "error_message": None,
                                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1,
                                   "configs": []}
+        refusal = await refused(ctx, request, Verb.ADMINISTER, topic.name)
+        if refusal is not None:
+            answers.append({**answer, "error_code": error_code(refusal), "error_message": str(refusal)})
+            continue
         if topic.replication_factor not in (-1, 1) or topic.assignments:
             answers.append({**answer, "error_code": code_named("INVALID_REPLICATION_FACTOR"),
                             "error_message": f"topic {topic.name!r}: this engine keeps one copy of each partition "
@@ -81,6 +86,9 @@ async def delete_topics(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     answers = []
     for name in names:
         try:
+            refusal = await refused(ctx, request, Verb.ADMINISTER, name)
+            if refusal is not None:
+                raise refusal
             await ctx.broker.delete_topic(name)
             answers.append({"name": name, "topic_id": NO_TOPIC_ID, "error_code": 0, "error_message": None})
         except StratalogError as error:
@@ -92,6 +100,10 @@ async def delete_topics(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 async def create_partitions(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     results = []
     for topic in request.body.topics:
+        refusal = await refused(ctx, request, Verb.ADMINISTER, topic.name)
+        if refusal is not None:
+            results.append({"name": topic.name, "error_code": error_code(refusal), "error_message": str(refusal)})
+            continue
         if topic.assignments:
             results.append({"name": topic.name, "error_code": code_named("INVALID_REQUEST"),
                             "error_message": "replica assignments are not taken: one copy per partition"})
@@ -160,7 +172,8 @@ async def incremental_alter_configs(ctx: KafkaContext, request: Request) -> dict
             continue
         ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
         call = _validate_alter if request.body.validate_only else _alter
-        error = await _run(ctx, call, ctx, resource.resource_name, ops)
+        error = await refused(ctx, request, Verb.ADMINISTER, resource.resource_name) \
+            or await _run(ctx, call, ctx, resource.resource_name, ops)
         answers.append({**entry, "error_code": error_code(error),
                         "error_message": None if error is None else str(error)})
     return {"throttle_time": 0, "responses": answers}

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from stratalog.server.kafka.codec import Request
 
 API_VERSIONS = 18
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+SASL_HANDSHAKE = 17
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 OFFSET_COMMIT = 8
@@ -32,6 +32,7 @@ DELETE_TOPICS = 20
 DESCRIBE_CONFIGS = 32
 CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
+SASL_AUTHENTICATE = 36
 DESCRIBE_CLUSTER = 60
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -59,19 +60,21 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 3),
 }
 
+# Offered only when access control is on (Kafka lists them on SASL listeners only). Handshake
+# v0 (raw SASL tokens after it, no Kafka framing) went in Kafka 4 (KIP-896).
+SASL: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
+BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
 UNSUPPORTED_VERSION = 35
 
 
-def supported(api_key: int, version: int) -> bool:
-    bounds = SUPPORTED.get(api_key)
+def supported(api_key: int, version: int, *, sasl: bool = False) -> bool:
+    bounds = SUPPORTED.get(api_key) or (SASL.get(api_key) if sasl else None)
     return bounds is not None and bounds[0] <= version <= bounds[1]
 
 
-def api_versions_response(error_code: int = 0) -> dict[str, Any]:
+def api_versions_response(error_code: int = 0, *, sasl: bool = False) -> dict[str, Any]:
+    offered = {**SUPPORTED, **(SASL if sasl else {})}
     return {"error_code": error_code, "throttle_time": 0,
             "api_keys": [{"api_key": key, "min_version": low, "max_version": high}
-                         for key, (low, high) in sorted(SUPPORTED.items())]}
-
-
-async def handle(request: Request) -> dict[str, Any]:
-    return api_versions_response()
+                         for key, (low, high) in sorted(offered.items())]}

@@ -30,6 +30,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
 from stratalog.broker.fetch import FetchIsolation
+from stratalog.server.access.model import ANONYMOUS, Principal
 from stratalog.common.errors import StratalogError
 
 NO_TOPIC_ID = uuid.UUID(int=0)                 # Kafka's "unknown topic id": the engine keeps none yet
@@ -55,6 +56,7 @@ class Request:
     response_class: Any     # the kio response class of this version
     response_header: Any
     client_host: str = ""   # the peer's address, as DescribeGroups shows it
+    principal: Principal = ANONYMOUS   # who the connection authenticated as (SASL)
 
 
 def read_request(frame: bytes) -> Request:

@@ -8,6 +8,7 @@ from stratalog.broker.engine import Engine
 from stratalog.broker.groups.coordinator import GroupCoordinator
 from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.broker.replica_manager import ReplicaManager
+from stratalog.server.access.model import OPEN, AccessControl
 
 CLUSTER_ID = "stratalog"   # one engine is its own cluster until the operator names one
 
@@ -22,3 +23,4 @@ class KafkaContext:
     max_fetch_wait_ms: int      # the upper bound of a fetch's long poll
     producer_ids: ProducerIdAllocator
     groups: GroupCoordinator
+    access: AccessControl = OPEN

@@ -18,6 +18,7 @@ from stratalog.broker.fetch import FetchedBatches
 from stratalog.common.errors import NotLeaderOrFollowerError, StratalogError
 from stratalog.common.names import TopicPartition
 from stratalog.server.kafka.codec import Request, error_code, field, isolation_of, millis
+from stratalog.server.kafka.authorization import Verb, refused_topics
 from stratalog.server.kafka.context import KafkaContext
 
 
@@ -29,7 +30,11 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
         refusal = NotLeaderOrFollowerError("replica fetches come over the engines' HTTP replication API")
         answers = {i: refusal for i in range(len(asked))}
     else:
+        denied = await refused_topics(ctx, request, Verb.CONSUME, [tp.topic for tp, _ in asked])
         for i, (tp, p) in enumerate(asked):   # epochs first, as Kafka's fetchRecords: no read for these
+            if tp.topic in denied:
+                answers[i] = denied[tp.topic]
+                continue
             try:
                 diverged = ctx.broker.check_consumer_position(tp, p.fetch_offset, field(p, "current_leader_epoch", -1),
                                                               field(p, "last_fetched_epoch", -1))

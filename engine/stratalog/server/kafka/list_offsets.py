@@ -11,6 +11,7 @@ from stratalog.broker.fetch import FetchIsolation
 from stratalog.common.errors import StratalogError
 from stratalog.common.names import TopicPartition
 from stratalog.server.kafka.codec import Request, error_code, isolation_of, millis
+from stratalog.server.kafka.authorization import Verb, refused_topics
 from stratalog.server.kafka.context import KafkaContext
 
 
@@ -18,7 +19,8 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
     isolation = isolation_of(body)
     asked = [(topic.name, p.partition_index, millis(p.timestamp)) for topic in body.topics for p in topic.partitions]
-    found = await asyncio.gather(*(_one(ctx, TopicPartition(name, index), timestamp, isolation)
+    denied = await refused_topics(ctx, request, Verb.CONSUME, [name for name, _, _ in asked])
+    found = await asyncio.gather(*(_one(ctx, TopicPartition(name, index), timestamp, isolation, denied.get(name))
                                    for name, index, timestamp in asked))
     topics: dict[str, list[dict[str, Any]]] = {}
     for (name, _, _), partition in zip(asked, found):
@@ -26,9 +28,12 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
 
 
-async def _one(ctx: KafkaContext, tp: TopicPartition, timestamp: int, isolation: FetchIsolation) -> dict[str, Any]:
+async def _one(ctx: KafkaContext, tp: TopicPartition, timestamp: int, isolation: FetchIsolation,
+               refusal: StratalogError | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": tp.partition, "timestamp": -1, "offset": -1, "leader_epoch": -1}
     try:
+        if refusal is not None:
+            raise refusal
         found = await ctx.broker.list_offsets(tp, timestamp, isolation)
         if found is None:   # no record at or after that time: Kafka answers -1, -1
             return {**entry, "error_code": 0}

@@ -16,11 +16,13 @@ import dataclasses
 import logging
 import struct
 from collections.abc import Awaitable, Callable
+from ssl import SSLContext
 from typing import Any
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 
+from stratalog.server.access.model import ANONYMOUS
 from stratalog.server.kafka import (
     admin,
     api_versions,
@@ -35,16 +37,20 @@ from stratalog.server.kafka import (
 )
 from stratalog.server.kafka.codec import CloseConnection, MalformedFrame, Request, read_request, write_response
 from stratalog.server.kafka.context import KafkaContext
+from stratalog.server.kafka.sasl import SaslSession
+from stratalog.server.kafka.sasl import authenticate as sasl_authenticate
+from stratalog.server.kafka.sasl import handshake as sasl_handshake
 
 logger = logging.getLogger(__name__)
 
 SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes
+SASL_SERVER_MAX_RECEIVE_SIZE = 512 * 1024      # Kafka's bound on a frame before authentication
 
 Handler = Callable[[KafkaContext, Request], Awaitable["dict[str, Any] | None"]]
 
 
 async def _api_versions(ctx: KafkaContext, request: Request) -> dict[str, Any]:
-    return await api_versions.handle(request)
+    return api_versions.api_versions_response(sasl=ctx.access.enabled)
 
 
 HANDLERS: dict[int, Handler] = {
@@ -83,8 +89,8 @@ class KafkaListener:
         self._closing = False
         self.closed_for_bad_frames = 0
 
-    async def start(self, host: str, port: int) -> list[tuple[str, int]]:
-        self.server = await asyncio.start_server(self._serve, host, port)
+    async def start(self, host: str, port: int, ssl: SSLContext | None = None) -> list[tuple[str, int]]:
+        self.server = await asyncio.start_server(self._serve, host, port, ssl=ssl)
         return [sock.getsockname()[:2] for sock in self.server.sockets]
 
     async def close(self, grace_s: float = 10.0) -> None:
@@ -110,6 +116,7 @@ class KafkaListener:
         assert task is not None
         self._connections[task] = writer
         peer = writer.get_extra_info("peername")
+        session = SaslSession()
         try:
             while not self._closing:
                 try:
@@ -121,15 +128,21 @@ class KafkaListener:
                     self._refuse(peer, f"a request of {size} bytes (the limit is socket.request.max.bytes="
                                        f"{self.max_request_bytes}, a request header needs 8)")
                     return
+                if self._unauthenticated(session) and size > SASL_SERVER_MAX_RECEIVE_SIZE:
+                    self._refuse(peer, f"a request of {size} bytes before authentication (the limit is "
+                                       f"sasl.server.max.receive.size={SASL_SERVER_MAX_RECEIVE_SIZE})")
+                    return
                 frame = await reader.readexactly(size)
                 self._busy.add(task)
                 try:
-                    answer = await self._answer(frame, peer)
+                    answer = await self._answer(frame, peer, session)
                     if answer is None:
                         return
                     if answer:
                         writer.write(answer)
                         await writer.drain()
+                    if session.close_after_answer:
+                        return
                 finally:
                     self._busy.discard(task)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -142,20 +155,32 @@ class KafkaListener:
             self._connections.pop(task, None)
             writer.close()
 
-    async def _answer(self, frame: bytes, peer: object) -> bytes | None:
+    def _unauthenticated(self, session: SaslSession) -> bool:
+        return self.ctx.access.enabled and session.principal is None
+
+    async def _answer(self, frame: bytes, peer: object, session: SaslSession) -> bytes | None:
         """The response frame; empty when none is due (acks=0); None to close the connection."""
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
-        if not api_versions.supported(api_key, version):
+        sasl = self.ctx.access.enabled
+        if not api_versions.supported(api_key, version, sasl=sasl):
             if api_key == api_versions.API_VERSIONS:
-                return _unsupported_api_versions(correlation_id)
+                return _unsupported_api_versions(correlation_id, sasl)
             self._refuse(peer, f"API key {api_key} version {version} is not offered in ApiVersions")
             return None
+        if self._unauthenticated(session) and api_key not in api_versions.BEFORE_AUTHENTICATION:
+            self._refuse(peer, f"API key {api_key} before SASL authentication")
+            return None
         try:
-            request = dataclasses.replace(read_request(frame), client_host=_host_of(peer))
+            request = dataclasses.replace(read_request(frame), client_host=_host_of(peer),
+                                          principal=session.principal or ANONYMOUS)
         except MalformedFrame as error:
             self._refuse(peer, str(error))
             return None
         try:
+            if api_key == api_versions.SASL_HANDSHAKE:
+                return write_response(request, sasl_handshake(session, request))
+            if api_key == api_versions.SASL_AUTHENTICATE:
+                return write_response(request, await sasl_authenticate(self.ctx, session, request))
             values = await HANDLERS[api_key](self.ctx, request)
             if values is None:
                 return b""
@@ -178,7 +203,7 @@ def _host_of(peer: object) -> str:
     return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
 
 
-def _unsupported_api_versions(correlation_id: int) -> bytes:
+def _unsupported_api_versions(correlation_id: int, sasl: bool) -> bytes:
     request = Request(api_versions.API_VERSIONS, 0, correlation_id, None, ApiVersionsRequestV0(),
                       ApiVersionsResponseV0, ApiVersionsResponseV0.__header_schema__)
-    return write_response(request, api_versions.api_versions_response(api_versions.UNSUPPORTED_VERSION))
+    return write_response(request, api_versions.api_versions_response(api_versions.UNSUPPORTED_VERSION, sasl=sasl))

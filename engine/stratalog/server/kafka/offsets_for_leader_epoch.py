@@ -14,6 +14,7 @@ from typing import Any
 from stratalog.common.errors import NotLeaderOrFollowerError, StratalogError
 from stratalog.common.names import TopicPartition
 from stratalog.server.kafka.codec import Request, error_code, field
+from stratalog.server.kafka.authorization import Verb, refused_topics
 from stratalog.server.kafka.context import KafkaContext
 
 CONSUMER = -1
@@ -24,16 +25,20 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
     follower = field(body, "replica_id", DEBUGGING) not in (CONSUMER, DEBUGGING)
     asked = [(TopicPartition(topic.topic, p.partition), p) for topic in body.topics for p in topic.partitions]
-    found = await asyncio.gather(*(_one(ctx, tp, p, follower) for tp, p in asked))
+    denied = await refused_topics(ctx, request, Verb.CONSUME, [tp.topic for tp, _ in asked])
+    found = await asyncio.gather(*(_one(ctx, tp, p, follower, denied.get(tp.topic)) for tp, p in asked))
     topics: dict[str, list[dict[str, Any]]] = {}
     for (tp, _), partition in zip(asked, found):
         topics.setdefault(tp.topic, []).append(partition)
     return {"throttle_time": 0, "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()]}
 
 
-async def _one(ctx: KafkaContext, tp: TopicPartition, asked: Any, follower: bool) -> dict[str, Any]:
+async def _one(ctx: KafkaContext, tp: TopicPartition, asked: Any, follower: bool,
+               refusal: StratalogError | None) -> dict[str, Any]:
     entry = {"partition": tp.partition, "leader_epoch": -1, "end_offset": -1}
     try:
+        if refusal is not None:
+            raise refusal
         if follower:
             raise NotLeaderOrFollowerError("replicas ask over the engines' HTTP replication API")
         epoch, end_offset = await ctx.broker.end_offset_for_epoch(tp, asked.leader_epoch,

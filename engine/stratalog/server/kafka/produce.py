@@ -16,6 +16,7 @@ from stratalog.broker.produce import Acks, ProduceResult
 from stratalog.common.errors import InvalidRecordError, InvalidRequiredAcksError, StratalogError
 from stratalog.common.names import TopicPartition
 from stratalog.server.kafka.codec import CloseConnection, Request, error_code
+from stratalog.server.kafka.authorization import Verb, refused_topics
 from stratalog.server.kafka.context import KafkaContext
 
 logger = logging.getLogger(__name__)
@@ -27,11 +28,14 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any] | None:
     body = request.body
     acks = ACKS.get(body.acks)
     now_ms = int(time.time() * 1000)
+    denied = await refused_topics(ctx, request, Verb.PRODUCE, [topic.name for topic in body.topic_data])
     jobs: list[tuple[str, int, Any]] = []
     for topic in body.topic_data:
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
-            jobs.append((topic.name, data.index, _append(ctx, tp, data.records, acks, body.acks, now_ms)))
+            job = _refuse(denied[topic.name]) if topic.name in denied else \
+                _append(ctx, tp, data.records, acks, body.acks, now_ms)
+            jobs.append((topic.name, data.index, job))
     results = await asyncio.gather(*(job for _, _, job in jobs))
     if body.acks == 0:
         refused = [r for r in results if isinstance(r, StratalogError)]
@@ -61,6 +65,10 @@ async def _append(ctx: KafkaContext, tp: TopicPartition, records: bytes | None, 
     except Exception as error:   # noqa: BLE001 - one partition's surprise must not drop the others' answers
         logger.error("produce to %s failed unexpectedly: %s: %s", tp, type(error).__name__, error)
         return StratalogError(f"produce to {tp}: {type(error).__name__}")   # UNKNOWN_SERVER_ERROR
+
+
+async def _refuse(error: StratalogError) -> StratalogError:
+    return error
 
 
 def _partition_response(index: int, result: ProduceResult | StratalogError) -> dict[str, Any]:

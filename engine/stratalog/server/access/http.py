@@ -1,0 +1,57 @@
+"""The HTTP listener's gate: a bearer token, then the route's verb on its ``{topic}``.
+
+Runs inside the error middleware, so a refusal is the usual JSON error: 401 with
+``SASL_AUTHENTICATION_FAILED`` (and ``WWW-Authenticate: Bearer``), or 403 with
+``TOPIC_AUTHORIZATION_FAILED`` / ``CLUSTER_AUTHORIZATION_FAILED`` naming the verb and resource.
+Unknown paths fall through to aiohttp's 404/405 without asking for a credential.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from stratalog.common.errors import AuthenticationFailedError
+from stratalog.server.access.model import AccessControl, Principal
+from stratalog.server.access.permissions import Need
+
+PRINCIPAL = web.RequestKey("stratalog_principal", Principal)
+MAX_TOKEN_CHARS = 4096   # a ServiceAccount token is about 1 KiB; anything far larger is not one
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """The token of ``Authorization: Bearer …``; None without the header; a malformed one is refused."""
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer":
+        raise AuthenticationFailedError(f"Authorization header: scheme {scheme[:20]!r} is not Bearer")
+    if not token or len(token) > MAX_TOKEN_CHARS or not token.isascii() or not token.isprintable() or " " in token:
+        raise AuthenticationFailedError("Authorization header: the bearer token is empty, too long or not a token")
+    return token
+
+
+def access_middleware(access: AccessControl, needs: Mapping[tuple[str, str], Need]) -> Middleware:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        if not access.enabled or resource is None:
+            return await handler(request)
+        need = needs[(request.method, resource.canonical)]
+        if need.public:
+            return await handler(request)
+        where = f"{request.method} {resource.canonical}"
+        principal = await access.authenticate(bearer_token(request), where)
+        if need.verb is not None:
+            topic = request.match_info.get("topic") if need.per_topic else None
+            await access.authorize(principal, need.verb, topic, where)
+        request[PRINCIPAL] = principal
+        return await handler(request)
+
+    return middleware
