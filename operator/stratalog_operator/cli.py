@@ -86,6 +86,23 @@ def register(sub: Any) -> None:
     ag.add_argument("--advertise", default=None, metavar="URL",
                     help="where other agents and clients reach this engine (default: the address it listens on; "
                          "in a cluster, the LogDir's Service)")
+    ag.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
+                    help="serve the API over TLS with this certificate (a cert-manager Secret's tls.crt), reloaded "
+                         "when it changes; needs --tls-key")
+    ag.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="the certificate's key (tls.key)")
+    ag.add_argument("--authentication", choices=["none", "kubernetes"], default="none",
+                    help="kubernetes: every request presents a ServiceAccount token (TokenReview) and needs the "
+                         "verb on the Topic (SubjectAccessReview); none: anyone who reaches the agent (default)")
+    ag.add_argument("--token-audience", default="stratalog",
+                    help="the audience accepted tokens are minted for (default stratalog)")
+    ag.add_argument("--authorization-cache-seconds", type=float, default=10.0, metavar="SECONDS",
+                    help="how long an RBAC decision is reused; a revoked RoleBinding takes effect within it "
+                         "(default 10)")
+    ag.add_argument("--replication-token-file", type=Path, default=None, metavar="FILE",
+                    help="the agent's own token, presented to leaders when it fetches as a follower (a projected "
+                         "ServiceAccount token with the audience above)")
+    ag.add_argument("--replication-ca-file", type=Path, default=None, metavar="FILE",
+                    help="the CA the other agents' certificates chain to (a Secret's ca.crt)")
     ag.add_argument("--disk-pressure-free-ratio", type=float, default=0.1,
                     help="DiskPressure when a volume's free space falls under this share (default 0.1)")
     ag.add_argument("--log-level", default=os.environ.get("STRATALOG_LOG_LEVEL", "INFO"),

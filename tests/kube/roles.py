@@ -22,7 +22,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 STRATALOG = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())"]
-_API = re.compile(r"API on (http://[^\s]+)")
+_API = re.compile(r"API on (https?://[^\s]+)")
 T = TypeVar("T")
 
 

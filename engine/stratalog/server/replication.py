@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import struct
 import threading
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -167,15 +170,48 @@ def _raise_for(status: int, body: bytes, what: str) -> None:
     raise _ERRORS.get(code, StratalogError)(f"{what}: {message}")
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """What an engine presents to another: a bearer token read from a file (re-read when it changes,
+    as the kubelet rotates a projected ServiceAccount token) and the CA its https peers' certificates
+    must chain to."""
+
+    token_file: Path | None = None
+    ca_file: Path | None = None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+
+    def authorization(self) -> dict[str, str]:
+        if self.token_file is None:
+            return {}
+        try:
+            token = self.token_file.read_text().strip()
+        except OSError as error:
+            raise OSError(f"replication token {self.token_file}: {error.strerror}") from None
+        return {"Authorization": f"Bearer {token}"}
+
+
+NO_CREDENTIALS = Credentials()
+
+
 class _Http:
     """One keep-alive connection, reopened after any failure; used by one thread at a time."""
 
-    def __init__(self, base_url: str, timeout_s: float) -> None:
+    def __init__(self, base_url: str, timeout_s: float, credentials: Credentials = NO_CREDENTIALS) -> None:
         parsed = urllib.parse.urlsplit(base_url)
-        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        self.tls = parsed.scheme == "https"
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or (443 if self.tls else 80)
         self.timeout_s = timeout_s
+        self.credentials = credentials
+        self._context = credentials.ssl_context() if self.tls else None
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self._context is not None:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s, context=self._context)
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
@@ -185,9 +221,10 @@ class _Http:
             reused = self._conn is not None
             for attempt in (1, 2):
                 if self._conn is None:
-                    self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+                    self._conn = self._connect()
                 try:
-                    self._conn.request(method, path, body=body, headers=headers or {})
+                    self._conn.request(method, path, body=body,
+                                       headers={**(headers or {}), **self.credentials.authorization()})
                     response = self._conn.getresponse()
                     response.data = response.read()  # type: ignore[attr-defined]
                     return response
@@ -203,8 +240,8 @@ class _Http:
 class LeaderSession:
     """A follower's fetches from one leader's engine, every followed partition in one request."""
 
-    def __init__(self, leader_url: str) -> None:
-        self.http = _Http(leader_url, timeout_s=60)
+    def __init__(self, leader_url: str, credentials: Credentials = NO_CREDENTIALS) -> None:
+        self.http = _Http(leader_url, timeout_s=60, credentials=credentials)
         self.base_path = urllib.parse.urlsplit(leader_url).path.rstrip("/")
 
     def __call__(self, fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int, min_bytes: int,

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
+import functools
 import logging
 import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,17 +28,20 @@ from kopf._core.intents.registries import SmartOperatorRegistry  # OperatorRegis
 
 from stratalog.common.properties import parse_properties
 from stratalog.common.config import parse_key_value_pairs
+from stratalog.server.access.model import OPEN, AccessControl
+from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import create_app
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState
 from stratalog.broker.engine import Engine
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
-from stratalog.server.replication import LeaderSession
+from stratalog.server.replication import NO_CREDENTIALS, Credentials, LeaderSession
 
 from ..kube import Kube
 from ..metrics import OperatorMetrics
 from ..names import GROUP, agent_timer_finalizer
 from ..replica_records import broker_id
+from .access import DEFAULT_AUDIENCE, AccessReviewer, TokenReviewer
 from .agent import Agent, AgentSettings, agent_manager
 from .figures import WritePolicy
 from .lease import AgentLease
@@ -47,6 +52,7 @@ __all__ = ["AgentRunOptions", "run_agent", "main"]
 
 logger = logging.getLogger("stratalog.agent")
 
+TLS_RELOAD_S = 10.0   # how often to look for a renewed certificate (the kubelet updates Secrets in about a minute)
 # How long a restarted agent waits, at least, for the controller to move what it led before it
 # reports ready anyway (still leading nothing until the move is seen).
 REJOIN_WAIT_S = 15.0
@@ -72,6 +78,11 @@ class AgentRunOptions:
     broker_heartbeat_interval_ms: int = 2000
     advertise: str | None = None
     controlled_shutdown_timeout_ms: int = 15000
+    tls: tuple[Path, Path] | None = None
+    authentication: str = "none"
+    token_audience: str = DEFAULT_AUDIENCE
+    authorization_cache_s: float = 10.0
+    replication: Credentials = NO_CREDENTIALS
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AgentRunOptions:
@@ -83,10 +94,15 @@ class AgentRunOptions:
         if not 0 < args.broker_heartbeat_interval_ms < args.broker_session_timeout_ms:
             raise SystemExit("stratalog agent: --broker-heartbeat-interval-ms must be positive and shorter than "
                              "--broker-session-timeout-ms")
+        if (args.tls_cert is None) != (args.tls_key is None):
+            raise SystemExit("stratalog agent: --tls-cert and --tls-key go together")
         return cls(args.logdir, args.namespace, list(args.data_dirs), host, port, props,
                    args.status_min_interval, args.status_interval, args.disk_pressure_free_ratio,
                    args.broker_session_timeout_ms, args.broker_heartbeat_interval_ms, args.advertise,
-                   args.controlled_shutdown_timeout_ms)
+                   args.controlled_shutdown_timeout_ms,
+                   (args.tls_cert, args.tls_key) if args.tls_cert is not None else None,
+                   args.authentication, args.token_audience, args.authorization_cache_seconds,
+                   Credentials(args.replication_token_file, args.replication_ca_file))
 
 
 def settings_for(options: AgentRunOptions) -> kopf.OperatorSettings:
@@ -108,13 +124,23 @@ def settings_for(options: AgentRunOptions) -> kopf.OperatorSettings:
 
 async def run_agent(options: AgentRunOptions) -> int:
     engine = Engine(options.data_dirs, dict(options.properties), schedule=False)
-    state = ServerState(engine)
+    owner: list[Agent] = []   # the Agent, once made: it names each topic's Topic resource
+    access = _access(options, lambda topic: _resource_name(owner, topic))
+    try:
+        tls = ReloadingTLS(*options.tls) if options.tls is not None else None
+    except TLSFilesError as error:
+        logger.error("LogDir %s: cannot start: %s", options.logdir, error)
+        return 1
+    state = ServerState(engine, access=access)
     metrics = OperatorMetrics("agent", registry=state.metrics.registry)   # one /metrics for both
-    runner = await listen(create_app(state), options.host, options.port)
+    runner = await listen(create_app(state), options.host, options.port, ssl_context=tls.context if tls else None)
     if runner is None:
         return 1
+    scheme = "https" if tls else "http"
     for address in runner.addresses:
-        logger.info("LogDir %s: API on http://%s:%d", options.logdir, address[0], address[1])
+        logger.info("LogDir %s: API on %s://%s:%d (authentication: %s)", options.logdir, scheme, address[0],
+                    address[1], options.authentication)
+    watching = asyncio.create_task(tls.watch(TLS_RELOAD_S)) if tls is not None else None
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -134,7 +160,7 @@ async def run_agent(options: AgentRunOptions) -> int:
             logger.info("LogDir %s: %s", options.logdir, line)
         kube = Kube(field_manager=agent_manager(options.logdir), on_write=metrics.wrote,
                     on_conflict=metrics.conflicted)
-        advertised = options.advertise or _bound_url(runner)
+        advertised = options.advertise or _bound_url(runner, scheme)
         lease = AgentLease(kube, options.namespace, options.logdir, f"{socket.gethostname()}-{os.getpid()}",
                            session_timeout_ms=options.broker_session_timeout_ms,
                            heartbeat_interval_ms=options.broker_heartbeat_interval_ms,
@@ -145,6 +171,7 @@ async def run_agent(options: AgentRunOptions) -> int:
             options.logdir, options.namespace,
             WritePolicy(options.status_min_interval, options.status_interval),
             options.disk_pressure_free_ratio))
+        owner.append(agent)
         # Replication before the first request: every log serves nothing until its record arrives.
         driver = _replication(kube, options, engine, agent, lease)
         state.broker.attach_replicas(driver.replicas.start(), loop)
@@ -208,6 +235,8 @@ async def run_agent(options: AgentRunOptions) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         faulthandler.cancel_dump_traceback_later()
+        if watching is not None:
+            watching.cancel()
         if abandoned:
             logging.shutdown()
             os._exit(status)
@@ -265,7 +294,8 @@ def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Ag
         return driver.alive if driver is not None else set()
 
     controller = KubeAlterPartition(kube, options.namespace, agent.owner_of, alive)
-    replicas = ReplicaSet(engine.manager, settings, controller, LeaderSession, clock=engine.clock,
+    replicas = ReplicaSet(engine.manager, settings, controller,
+                          functools.partial(LeaderSession, credentials=options.replication), clock=engine.clock,
                           may_lead=lease.may_lead)
     agent.replicas = replicas
     driver = ReplicaDriver(kube, options.namespace, options.logdir, replicas, agent.topics, agent.partitions_lock,
@@ -274,13 +304,29 @@ def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Ag
     return driver
 
 
-def _bound_url(runner: web.AppRunner) -> str | None:
+def _bound_url(runner: web.AppRunner, scheme: str) -> str | None:
     for address in runner.addresses:
         host, port = address[0], address[1]
         if host in ("0.0.0.0", "::"):
             host = socket.gethostname()
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
     return None
+
+
+def _access(options: AgentRunOptions, resource_name: Callable[[str], str]) -> AccessControl:
+    """Kubernetes identities and RBAC, or open (``--authentication none``)."""
+    if options.authentication != "kubernetes":
+        return OPEN
+    kube = Kube(field_manager=agent_manager(options.logdir))
+    return AccessControl(TokenReviewer(kube, (options.token_audience,)),
+                         AccessReviewer(kube, options.namespace, resource_name,
+                                        cache_s=options.authorization_cache_s))
+
+
+def _resource_name(owner: list[Agent], topic: str) -> str:
+    """The Topic resource whose Kafka topic this is (named alike until the agent knows better)."""
+    body = owner[0].owner_of(topic) if owner else None
+    return str(body["metadata"]["name"]) if body is not None else topic
 
 
 def main(options: AgentRunOptions, *, log_level: str = "INFO") -> int:
