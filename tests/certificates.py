@@ -26,12 +26,14 @@ class Authority:
                  "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}")
         return cls(cert, key)
 
-    def issue(self, directory: Path, common_name: str, *, serial: int) -> tuple[Path, Path]:
-        """A server certificate for 127.0.0.1 and localhost: (tls.crt, tls.key) as cert-manager names them."""
+    def issue(self, directory: Path, common_name: str, *, serial: int, names: tuple[str, ...] = ("localhost",)
+              ) -> tuple[Path, Path]:
+        """A server certificate for 127.0.0.1 and ``names``: (tls.crt, tls.key) as cert-manager names them."""
         directory.mkdir(parents=True, exist_ok=True)
         key, request, cert = directory / "tls.key.new", directory / "tls.csr", directory / "tls.crt.new"
         extensions = directory / "ext.cnf"
-        extensions.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+        alt = ",".join(["IP:127.0.0.1", *(f"DNS:{n}" for n in names)])
+        extensions.write_text(f"subjectAltName={alt}\nextendedKeyUsage=serverAuth\n")
         _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key),
                  "-out", str(request), "-subj", f"/CN={common_name}")
         _openssl("x509", "-req", "-in", str(request), "-CA", str(self.cert), "-CAkey", str(self.key),

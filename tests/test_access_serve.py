@@ -325,3 +325,46 @@ def test_a_request_before_authentication_closes_the_connection(server: Server):
             assert read_frame(sock) is None
         except (ConnectionResetError, ssl.SSLError):
             pass
+
+
+# -- the CLI's --server mode ---------------------------------------------------------------------
+def test_the_cli_presents_a_token_file_and_trusts_a_ca_file_from_its_environment(server: Server, tmp_path):
+    import os
+    import subprocess
+
+    from server_harness import STRATALOG
+
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKENS["producer"] + "\n")
+    env = {**os.environ, "STRATALOG_CA_FILE": str(server.ca), "STRATALOG_TOKEN_FILE": str(token_file)}
+    produce_cli = [*STRATALOG, "produce", "--server", server.base, "--topic", "orders", "--partition", "0"]
+    done = subprocess.run(produce_cli, input='{"key": "k", "value": "from the cli"}\n', capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    consume_cli = [*STRATALOG, "consume", "--server", server.base, "--topic", "orders", "--partition", "0"]
+    refused = subprocess.run(consume_cli, capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
+    anonymous = subprocess.run(produce_cli, input='{"value": "x"}\n', capture_output=True, text=True, timeout=60,
+                               env={k: v for k, v in env.items() if k != "STRATALOG_TOKEN_FILE"})
+    assert anonymous.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in anonymous.stderr, anonymous.stderr
+
+
+def test_the_spark_sources_http_store_presents_the_token_and_trusts_the_ca_from_its_environment(
+        server: Server, tmp_path, monkeypatch):
+    import pickle
+
+    from stratalog_spark.store.http import HttpStore
+
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKENS["consumer"])
+    monkeypatch.setenv("STRATALOG_TOKEN_FILE", str(token_file))
+    monkeypatch.setenv("STRATALOG_CA_FILE", str(server.ca))
+    assert produce(as_(server, "producer"), server).status_code == 200
+    store = pickle.loads(pickle.dumps(HttpStore(server.base)))   # as executors get it
+    assert "events" in store.topics()
+    end = store.offsets("events", 0).end
+    assert end >= 1 and list(store.read_batches("events", 0, 0, end, lambda *lost: None))
+    token_file.write_text(TOKENS["producer"])   # a renewed token is read again: this one may not read
+    with pytest.raises(Exception) as refused:
+        list(store.read_batches("events", 0, 0, end, lambda *lost: None))
+    assert "TOPIC_AUTHORIZATION_FAILED" in str(getattr(refused.value, "code", "")) + str(refused.value)

@@ -26,6 +26,9 @@ from .properties import digest, engine_properties, properties_text
 __all__ = ["AgentOptions", "Children", "desired_children", "labels", "selector_labels", "owner_reference"]
 
 Json = dict[str, Any]
+TLS_DIR = "/var/run/stratalog/tls"
+TOKEN_DIR = "/var/run/stratalog/token"
+TOKEN_AUDIENCE = "stratalog"
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,12 @@ class AgentOptions:
     # the agent's user: for storage classes that apply no fsGroup (the in-tree hostPath provisioner).
     # The restricted Pod Security Standard forbids it, so it is off unless the chart turns it on.
     volume_permissions: bool = False
+    # Access control of the agents' API (docs/access.md): "kubernetes" checks ServiceAccount tokens
+    # and RBAC on the Topic; "none" lets in anyone who reaches the Service.
+    authentication: str = "kubernetes"
+    # A Secret in cert-manager's layout (tls.crt, tls.key, ca.crt) in each LogDir's namespace: the
+    # agents serve HTTPS with it and trust its CA when they fetch from each other. None: plain HTTP.
+    tls_secret: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,25 @@ def _volume_permissions(agent: Json, options: AgentOptions) -> Json:
     }
 
 
+def _access_args(options: AgentOptions, mounts: list[Json], volumes: list[Json]) -> list[str]:
+    """The agent's TLS and authentication arguments, with the volumes they read."""
+    args: list[str] = []
+    if options.tls_secret:
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+        volumes.append({"name": "tls", "secret": {"secretName": options.tls_secret}})
+        args += ["--tls-cert", f"{TLS_DIR}/tls.crt", "--tls-key", f"{TLS_DIR}/tls.key",
+                 "--replication-ca-file", f"{TLS_DIR}/ca.crt"]
+    if options.authentication == "kubernetes":
+        # The agent's own identity toward other agents: a token minted for the agents' audience,
+        # renewed by the kubelet (the agent reads the file again for every fetch round).
+        mounts.append({"name": "replication-token", "mountPath": TOKEN_DIR, "readOnly": True})
+        volumes.append({"name": "replication-token", "projected": {"sources": [{"serviceAccountToken": {
+            "audience": TOKEN_AUDIENCE, "expirationSeconds": 3600, "path": "token"}}]}})
+        args += ["--authentication", "kubernetes", "--token-audience", TOKEN_AUDIENCE,
+                 "--replication-token-file", f"{TOKEN_DIR}/token"]
+    return args
+
+
 def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Children:
     """The objects a LogDir should own, given its spec (raises InvalidConfigError on bad settings)."""
     meta, spec = logdir["metadata"], logdir.get("spec") or {}
@@ -125,9 +153,10 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
     }
     # Followers and clients reach this engine through the LogDir's Service: a stable name that
     # survives the pod's rescheduling (the pod's own hostname resolves nowhere without a headless one).
+    scheme = "https" if options.tls_secret else "http"
     command = ["stratalog", "agent", "--logdir", name, "--namespace", namespace,
                "--listen", f"0.0.0.0:{AGENT_PORT}", "--config-file", f"{CONFIG_DIR}/{ENGINE_PROPERTIES}",
-               "--advertise", f"http://{service_name(name)}.{namespace}.svc:{AGENT_PORT}"]
+               "--advertise", f"{scheme}://{service_name(name)}.{namespace}.svc:{AGENT_PORT}"]
     mounts: list[Json] = []
     pod_volumes: list[Json] = []
     for volume in volumes:
@@ -140,6 +169,7 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
                {"name": "tmp", "mountPath": "/tmp"}]
     pod_volumes += [{"name": "engine-config", "configMap": {"name": configmap_name(name)}},
                     {"name": "tmp", "emptyDir": {}}]
+    command += _access_args(options, mounts, pod_volumes)
     container: Json = {
         "name": "agent",
         "image": engine.get("image") or options.image,
@@ -148,9 +178,10 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
         "env": [{"name": "STRATALOG_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "http", "containerPort": AGENT_PORT, "protocol": "TCP"}],
         # Liveness must not fail during a long recovery: /healthz answers while the engine opens.
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
-                          "failureThreshold": 6},
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http", "scheme": scheme.upper()},
+                          "periodSeconds": 10, "failureThreshold": 6},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http", "scheme": scheme.upper()},
+                           "periodSeconds": 5},
         "securityContext": _restricted(),
         "volumeMounts": mounts,
     }

@@ -50,6 +50,13 @@ def register(sub: Any) -> None:
                     help="give each agent volume to the agent's user in a root init step, for storage classes "
                          "that apply no fsGroup; not allowed under restricted Pod Security (default: "
                          "$STRATALOG_AGENT_VOLUME_PERMISSIONS or false)")
+    op.add_argument("--agent-authentication", choices=["kubernetes", "none"],
+                    default=os.environ.get("STRATALOG_AGENT_AUTHENTICATION", "kubernetes"),
+                    help="the agents' access control: ServiceAccount tokens and RBAC on Topics (kubernetes, the "
+                         "default), or none")
+    op.add_argument("--agent-tls-secret", default=os.environ.get("STRATALOG_AGENT_TLS_SECRET") or None,
+                    metavar="NAME", help="serve the agents' API over TLS with this Secret (tls.crt, tls.key, ca.crt: "
+                                         "cert-manager's layout) from each LogDir's namespace")
     op.add_argument("--resync-seconds", type=float, default=300.0,
                     help="reconcile everything this often, besides watch events (default 300)")
     op.add_argument("--peering", default=None, metavar="NAME",
@@ -120,7 +127,9 @@ def _run_operator(args: argparse.Namespace) -> int:
     options = OperatorOptions(namespaces=tuple(args.namespace), metrics_host=host, metrics_port=port,
                               agent=AgentOptions(image=args.image, service_account=args.agent_service_account,
                                                  image_pull_policy=args.agent_image_pull_policy,
-                                                 volume_permissions=args.agent_volume_permissions),
+                                                 volume_permissions=args.agent_volume_permissions,
+                                                 authentication=args.agent_authentication,
+                                                 tls_secret=args.agent_tls_secret),
                               resync_seconds=args.resync_seconds, peering=args.peering)
     return main(options, log_level=args.log_level)
 

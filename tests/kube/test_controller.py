@@ -372,6 +372,9 @@ def test_logdir_owns_claims_configmap_service_and_statefulset(bed: Bed, operator
         {"name": "data-data-1", "persistentVolumeClaim": {"claimName": "dir-a-data-1"}},
         {"name": "engine-config", "configMap": {"name": "dir-a-engine", "defaultMode": 420}},
         {"name": "tmp", "emptyDir": {}},
+        # By default the agent checks tokens and RBAC, and presents a token of its own to other agents.
+        {"name": "replication-token", "projected": {"sources": [{"serviceAccountToken": {
+            "audience": "stratalog", "expirationSeconds": 3600, "path": "token"}}], "defaultMode": 420}},
     ]
     [agent] = pod["containers"]
     assert agent["image"] == IMAGE
@@ -379,7 +382,9 @@ def test_logdir_owns_claims_configmap_service_and_statefulset(bed: Bed, operator
         "stratalog", "agent", "--logdir", "dir-a", "--namespace", bed.ns, "--listen", "0.0.0.0:8092",
         "--config-file", "/etc/stratalog/engine.properties",
         "--advertise", f"http://dir-a.{bed.ns}.svc:8092",   # its Service: where followers and clients find it
-        "--data-dir", "/var/lib/stratalog/data-0", "--data-dir", "/var/lib/stratalog/data-1"]
+        "--data-dir", "/var/lib/stratalog/data-0", "--data-dir", "/var/lib/stratalog/data-1",
+        "--authentication", "kubernetes", "--token-audience", "stratalog",
+        "--replication-token-file", "/var/run/stratalog/token/token"]
     assert agent["ports"] == [{"name": "http", "containerPort": 8092, "protocol": "TCP"}]
     assert agent["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
     assert agent["securityContext"] == {
@@ -390,6 +395,7 @@ def test_logdir_owns_claims_configmap_service_and_statefulset(bed: Bed, operator
         {"name": "data-data-1", "mountPath": "/var/lib/stratalog/data-1"},
         {"name": "engine-config", "mountPath": "/etc/stratalog", "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "replication-token", "mountPath": "/var/run/stratalog/token", "readOnly": True},
     ]
 
     # Nothing else carries our labels, and each creation was announced on the LogDir.

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ START_TIMEOUT = 10 * 60
 class Node:
     dir: Path
     env: dict[str, str]
+    ca_files: dict[str, Path] = field(default_factory=dict)   # per namespace: the CA of its agents' certificate
 
     @property
     def image(self) -> str:

@@ -1,15 +1,20 @@
 """What the real-pod tests apply and read: LogDir and Topic manifests, conditions, client pods.
 
 Every client runs as a pod of the project's image under the restricted Pod Security Standard, so
-it reaches the agents the way an application in the cluster does: by their Services' names.
+it reaches the agents the way an application in the cluster does: by their Services' names, over
+TLS, with a token of its ServiceAccount (the chart's secure defaults).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import textwrap
+from pathlib import Path
 from typing import Any
+
+from certificates import Authority
 
 from .conftest import REPO, Node
 
@@ -46,20 +51,85 @@ def get(node: Node, ns: str, *what: str) -> dict[str, Any]:
     return json.loads(out) if out.strip() else {}
 
 
+TLS_SECRET = "agents-tls"
+TOKEN_DIR = "/var/run/stratalog/token"
+CA_DIR = "/var/run/stratalog/ca"
+
+
+def agent_url(name: str, ns: str) -> str:
+    """An agent's address as clients in the cluster use it: https, by its Service's name in the
+    certificate (the chart's default: TLS and authentication on)."""
+    return f"https://{name}.{ns}.svc:8092"
+
+
 def install(node: Node, release: str, ns: str, *values: str) -> None:
+    """The chart with its secure defaults: a TLS Secret in cert-manager's layout made for the
+    namespace first, and the namespace's ``default`` ServiceAccount (which client pods run as)
+    bound to the chart's example admin Role after."""
+    ca = tls_secret(node, ns)
     repository, tag = node.image.rsplit(":", 1)
-    sets = [f"image.repository={repository}", f"image.tag={tag}", "image.pullPolicy=Never", *values]
+    sets = [f"image.repository={repository}", f"image.tag={tag}", "image.pullPolicy=Never",
+            f"tls.secretName={TLS_SECRET}", *values]
     node.run("helm", "install", release, CHART, "-n", ns, *(a for s in sets for a in ("--set", s)),
              "--wait", "--timeout", "180s", timeout=240)
+    fullname = release if "stratalog" in release else f"{release}-stratalog"
+    node.kubectl("-n", ns, "create", "rolebinding", "clients", f"--role={fullname}-topic-admin",
+                 f"--serviceaccount={ns}:default")
+    node.ca_files[ns] = ca
+
+
+def tls_secret(node: Node, ns: str) -> Path:
+    """A CA and a certificate for the namespace's Services (and 127.0.0.1, for port-forwards) as the
+    Secret ``agents-tls``; the CA's file, for clients outside the cluster's pods."""
+    directory = node.dir / "tls" / ns
+    authority = Authority.create(directory / "ca", f"{ns}-ca")
+    cert, key = authority.issue(directory / "server", f"agents.{ns}", serial=1,
+                                names=(f"*.{ns}.svc", f"*.{ns}.svc.cluster.local", "localhost"))
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+              "metadata": {"name": TLS_SECRET},
+              "data": {name: base64.b64encode(path.read_bytes()).decode()
+                       for name, path in (("tls.crt", cert), ("tls.key", key), ("ca.crt", authority.cert))}}
+    node.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps(secret))
+    return authority.cert
+
+
+# Python client code in a client pod starts with this: every urllib request presents the pod's token
+# and trusts the agents' CA.
+URLLIB_ACCESS = """
+import os, ssl, urllib.request
+class _Token(urllib.request.BaseHandler):
+    def http_request(self, request):
+        with open(os.environ["STRATALOG_TOKEN_FILE"]) as token:
+            request.add_unredirected_header("Authorization", "Bearer " + token.read().strip())
+        return request
+    https_request = http_request
+urllib.request.install_opener(urllib.request.build_opener(
+    urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=os.environ["STRATALOG_CA_FILE"])),
+    _Token()))
+"""
+
+
+def client_token(node: Node, ns: str) -> str:
+    """A token of the namespace's default ServiceAccount for the agents' audience."""
+    return node.kubectl("-n", ns, "create", "token", "default", "--audience", "stratalog").strip()
 
 
 def start_pod(node: Node, ns: str, name: str, command: list[str]) -> None:
     """A pod of the project's image running ``command`` once, restricted like any pod here."""
+    # An application's way in: a token of its ServiceAccount minted for the agents, and their CA.
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
            "spec": {"restartPolicy": "Never",
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{"name": "client", "image": node.image, "imagePullPolicy": "Never",
-                                    "command": command, "securityContext": RESTRICTED_CONTAINER}]}}
+                                    "command": command, "securityContext": RESTRICTED_CONTAINER,
+                                    "env": [{"name": "STRATALOG_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
+                                            {"name": "STRATALOG_CA_FILE", "value": f"{CA_DIR}/ca.crt"}],
+                                    "volumeMounts": [{"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
+                                                     {"name": "ca", "mountPath": CA_DIR, "readOnly": True}]}],
+                    "volumes": [{"name": "token", "projected": {"sources": [{"serviceAccountToken": {
+                                    "audience": "stratalog", "expirationSeconds": 3600, "path": "token"}}]}},
+                                {"name": "ca", "secret": {"secretName": TLS_SECRET,
+                                                          "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
     node.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps(pod))
 
 

@@ -34,7 +34,7 @@ def get(node: Node, *what: str) -> dict[str, Any]:
 
 def produce_and_read(node: Node, name: str, values: list[str]) -> list[dict[str, Any]]:
     """One client pod: ``values`` produced to orders (as keys and values), then all of orders read back."""
-    server = "http://dir-a:8092"
+    server = resources.agent_url("dir-a", NS)
     script = resources.produce_script(server, "orders", [{"key": v, "value": v} for v in values]) if values else ""
     return resources.records_of(resources.client(node, NS, name, script + resources.consume_script(server, "orders", 3)))
 
@@ -83,17 +83,27 @@ def test_a_logdir_with_two_volumes_binds_two_claims_and_its_agent_goes_ready(rel
 
 def test_records_go_through_the_logdirs_service_from_a_pod_and_through_port_forward(release):
     node = release
+    # Secure by default: a pod that presents no token is refused (401), over TLS it trusts.
+    refused = resources.client(node, NS, "client-anonymous", f"""
+        if out=$(STRATALOG_TOKEN_FILE= stratalog consume --server {resources.agent_url("dir-a", NS)} \\
+            --topic orders --partition 0 2>&1); then exit 1; fi
+        echo "$out"
+        """)
+    assert "SASL_AUTHENTICATION_FAILED" in refused, refused
     read = produce_and_read(node, "client-a", [f"a{i}" for i in range(12)])
     assert sorted(r["value"] for r in read) == sorted(f"a{i}" for i in range(12))
     assert {r["partition"] for r in read} == {0, 1, 2}
     forward = node.background("kubectl", "-n", NS, "port-forward", "svc/dir-a", "18092:8092")
+    token, ca = resources.client_token(node, NS), node.ca_files[NS]
     try:
-        fetched = node.python(textwrap.dedent("""
-            import json, time, urllib.request
+        fetched = node.python(textwrap.dedent(f"""
+            import json, ssl, time, urllib.request
+            request = urllib.request.Request("https://127.0.0.1:18092/v1/topics/orders/partitions/0/records",
+                                             headers={{"Authorization": "Bearer {token}"}})
+            context = ssl.create_default_context(cafile="{ca}")
             for attempt in range(100):
                 try:
-                    reply = urllib.request.urlopen("http://127.0.0.1:18092/v1/topics/orders/partitions/0/records",
-                                                   timeout=10)
+                    reply = urllib.request.urlopen(request, timeout=10, context=context)
                     break
                 except OSError:
                     time.sleep(0.2)
@@ -143,8 +153,8 @@ def test_a_settings_change_rolls_the_agent_pod_and_its_timers_then_run_retention
         node.wait_for(f"Topic {name} placed", lambda: condition(get(node, "topic", name), "PartitionsPlaced").get(
             "status") == "True", timeout=120, namespace=NS)
     values = [{"key": f"k{i % 4}", "value": f"v{i}"} for i in range(24)]
-    resources.produce(node, NS, "client-maintenance", "http://dir-a:8092", "expiring", values)
-    resources.produce(node, NS, "client-compacted", "http://dir-a:8092", "profiles", values)
+    resources.produce(node, NS, "client-maintenance", resources.agent_url("dir-a", NS), "expiring", values)
+    resources.produce(node, NS, "client-compacted", resources.agent_url("dir-a", NS), "profiles", values)
 
     def figures(name: str) -> dict[str, Any]:
         status = get(node, "topic", name).get("status") or {}
@@ -156,7 +166,7 @@ def test_a_settings_change_rolls_the_agent_pod_and_its_timers_then_run_retention
     cleaned = node.wait_for("the cleaner to compact profiles", lambda: (f := figures("profiles")).get(
         "lastCleanTime") and f, timeout=180, namespace=NS)
     assert cleaned["logEndOffset"] == 24, cleaned
-    kept = resources.consume(node, NS, "client-compacted-read", "http://dir-a:8092", "profiles", 1)
+    kept = resources.consume(node, NS, "client-compacted-read", resources.agent_url("dir-a", NS), "profiles", 1)
     latest = {r["key"]: r["value"] for r in kept}
     assert latest == {f"k{k}": f"v{20 + k}" for k in range(4)}, kept
     assert len(kept) < len(values), f"nothing was compacted away: {len(kept)} records read"

@@ -28,7 +28,7 @@ PARTITIONS = 2
 # Runs in the producer pod. A record counts as acknowledged only on a 200 to acks=all; each line
 # "ACK partition offset value" is one. Retriable errors are retried (a timed-out record may be
 # written twice then, as with Kafka's producer without idempotence: the test checks acks only).
-PRODUCER = """
+PRODUCER = resources.URLLIB_ACCESS + """
 import json, sys, time, urllib.error, urllib.request
 agents, topic, partitions, seconds = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 retriable = {"NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
@@ -75,7 +75,7 @@ print(f"DONE sent={i} failed={failed}", flush=True)
 """
 
 # Runs in a checker pod: each replica's stats, and each leader's records from offset 0.
-CHECKER = """
+CHECKER = resources.URLLIB_ACCESS + """
 import json, sys, urllib.error, urllib.request
 agents, topic, partitions = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3])
 out = {"stats": [], "records": {}}
@@ -144,7 +144,7 @@ def replicated(node: Node) -> Node:
 
 def test_a_deleted_leader_pod_under_acks_all_loses_nothing_and_comes_back_to_catch_up(replicated):
     node = replicated
-    agents = ",".join(f"http://{name}:8092" for name in LOGDIRS)
+    agents = ",".join(resources.agent_url(name, NS) for name in LOGDIRS)
     before = partition_records(node)
     victim = before[0]["leader"]
     victim_pod = f"{victim}-0"

@@ -15,7 +15,7 @@ from stratalog.common.properties import parse_properties_text
 from stratalog_operator.properties import digest, properties_text
 
 UID = "0b5c6a43-5f1f-4b8e-a1a4-7c1d1d1d1d1d"
-OPTIONS = AgentOptions(image="registry.test/stratalog:dev", service_account="agents")
+OPTIONS = AgentOptions(image="registry.test/stratalog:dev", service_account="agents", authentication="none")
 
 SELECTOR = {"app.kubernetes.io/name": "stratalog", "app.kubernetes.io/instance": "dir-a",
             "app.kubernetes.io/component": "agent"}
@@ -120,8 +120,8 @@ def test_statefulset_runs_one_agent_on_the_volumes() -> None:
     assert container["env"] == [{"name": "STRATALOG_POD_NAME",
                                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     assert container["ports"] == [{"name": "http", "containerPort": 8092, "protocol": "TCP"}]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http", "scheme": "HTTP"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", "scheme": "HTTP"}
     assert container["securityContext"] == {
         "runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
@@ -132,6 +132,33 @@ def test_statefulset_runs_one_agent_on_the_volumes() -> None:
         {"name": "tmp", "mountPath": "/tmp"},
     ]
     assert "resources" not in container
+
+
+def test_by_default_the_agent_checks_tokens_and_rbac_and_presents_a_projected_token_of_its_own() -> None:
+    pod = desired_children(logdir(), AgentOptions()).statefulset["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    command = container["command"]
+    assert command[command.index("--authentication") + 1] == "kubernetes"
+    assert command[command.index("--token-audience") + 1] == "stratalog"
+    assert command[command.index("--replication-token-file") + 1] == "/var/run/stratalog/token/token"
+    assert {"name": "replication-token", "projected": {"sources": [{"serviceAccountToken": {
+        "audience": "stratalog", "expirationSeconds": 3600, "path": "token"}}]}} in pod["volumes"]
+    assert {"name": "replication-token", "mountPath": "/var/run/stratalog/token", "readOnly": True} \
+        in container["volumeMounts"]
+    assert "--tls-cert" not in command
+
+
+def test_a_tls_secret_makes_the_agent_serve_https_and_trust_its_ca_when_it_fetches() -> None:
+    options = AgentOptions(tls_secret="agents-tls")
+    pod = desired_children(logdir(), options).statefulset["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    command = container["command"]
+    assert command[command.index("--advertise") + 1] == "https://dir-a.ns1.svc:8092"
+    assert [command[command.index(flag) + 1] for flag in ("--tls-cert", "--tls-key", "--replication-ca-file")] == \
+        ["/var/run/stratalog/tls/tls.crt", "/var/run/stratalog/tls/tls.key", "/var/run/stratalog/tls/ca.crt"]
+    assert {"name": "tls", "secret": {"secretName": "agents-tls"}} in pod["volumes"]
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
 
 
 def test_engine_image_and_resources_come_from_the_spec_when_given() -> None:

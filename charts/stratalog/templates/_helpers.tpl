@@ -51,3 +51,16 @@ app.kubernetes.io/component: operator
 {{- define "stratalog.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
+
+{{/* The agents' TLS Secret: given, or the one the chart asks cert-manager for. Fails when TLS is on without either. */}}
+{{- define "stratalog.agentTLSSecret" -}}
+{{- if .Values.tls.enabled -}}
+{{- if .Values.tls.secretName -}}
+{{- .Values.tls.secretName -}}
+{{- else if .Values.tls.certManager.issuerRef -}}
+{{- printf "%s-agent-tls" (include "stratalog.fullname" .) -}}
+{{- else -}}
+{{- fail "tls.enabled (the default) needs tls.secretName (a Secret with tls.crt, tls.key and ca.crt in each LogDir namespace, e.g. from cert-manager) or tls.certManager.issuerRef; or set tls.enabled=false to serve the agents' API over plain HTTP" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -81,7 +81,9 @@ def add_data_dirs(parser: argparse.ArgumentParser, *, server: bool = False) -> N
     where.add_argument("--data-dir", dest="data_dirs", action="append", metavar="DIR",
                        help="a data directory (repeat for several, like Kafka's log.dirs)")
     where.add_argument("--server", metavar="URL",
-                       help="a running `stratalog serve`, e.g. http://127.0.0.1:8092, instead of --data-dir")
+                       help="a running `stratalog serve`, e.g. http://127.0.0.1:8092, instead of --data-dir "
+                            "(with access control: STRATALOG_TOKEN_FILE names a file holding the bearer token, "
+                            "STRATALOG_CA_FILE the CA of an https server)")
 
 
 def add_engine_config(parser: argparse.ArgumentParser) -> None:

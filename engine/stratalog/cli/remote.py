@@ -6,12 +6,17 @@ becomes a ``RemoteError`` carrying the server's Kafka error code, so
 ``stratalog ... --server`` reports failures exactly as the local mode does
 (``error: CODE: message``, exit 1); a server that cannot be reached is
 ``NETWORK_EXCEPTION``, Kafka's name for it.
+
+Against a server with access control, ``STRATALOG_TOKEN_FILE`` names a file holding the bearer
+token to present and ``STRATALOG_CA_FILE`` the CA of an https server's certificate.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -32,12 +37,30 @@ class RemoteError(StratalogError):
         self.leader_url = leader_url   # where the partition's leader is, when a follower said so
 
 
+TOKEN_FILE_ENV = "STRATALOG_TOKEN_FILE"   # a bearer token to present (e.g. a projected ServiceAccount token)
+CA_FILE_ENV = "STRATALOG_CA_FILE"         # the CA an https server's certificate must chain to
+
+
 class Client:
-    def __init__(self, base_url: str, *, timeout: float = 60.0) -> None:
+    def __init__(self, base_url: str, *, timeout: float = 60.0, token_file: str | None = None,
+                 ca_file: str | None = None) -> None:
         if "://" not in base_url:
             base_url = "http://" + base_url
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.token_file = token_file or os.environ.get(TOKEN_FILE_ENV) or None
+        ca = ca_file or os.environ.get(CA_FILE_ENV) or None
+        self._context = ssl.create_default_context(cafile=ca) if ca else None
+
+    def _authorization(self) -> str | None:
+        if self.token_file is None:
+            return None
+        try:   # read each time: the kubelet renews a projected token in place
+            with open(self.token_file, encoding="utf-8") as file:
+                return f"Bearer {file.read().strip()}"
+        except OSError as error:
+            raise RemoteError("SASL_AUTHENTICATION_FAILED", f"token file {self.token_file} ({TOKEN_FILE_ENV}): "
+                                                            f"{error.strerror}") from None
 
     def url(self, path: str, query: dict[str, object] | None = None) -> str:
         url = self.base_url + path
@@ -70,8 +93,12 @@ class Client:
         request.add_header("Accept", accept)
         if content_type is not None:
             request.add_header("Content-Type", content_type)
+        authorization = self._authorization()
+        if authorization is not None:
+            request.add_header("Authorization", authorization)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout,
+                                        context=self._context) as response:
                 return response.status, dict(response.headers.items()), response.read()
         except urllib.error.HTTPError as error:
             raw = error.read()

@@ -12,6 +12,8 @@ library is used: executors need nothing beyond the engine and PySpark.
 from __future__ import annotations
 
 import json
+import os
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -76,6 +78,25 @@ class HttpStore:
             raise ValueError("option 'url' names no engine")
         self.url = ",".join(self.urls)
         self._fetch_bytes: int | None = None
+        # Engines with access control (docs/access.md): the driver's and executors' environment
+        # names the token file and the CA, as for the CLI (spark.executorEnv.* on a cluster).
+        self.token_file = os.environ.get("STRATALOG_TOKEN_FILE") or None
+        self.ca_file = os.environ.get("STRATALOG_CA_FILE") or None
+        self._context: ssl.SSLContext | None = None   # made on first use: an SSLContext does not pickle
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_context": None}
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        if self.ca_file is not None and self._context is None:
+            self._context = ssl.create_default_context(cafile=self.ca_file)
+        return self._context
+
+    def _authorization(self) -> dict[str, str]:
+        if self.token_file is None:
+            return {}
+        with open(self.token_file, encoding="utf-8") as file:   # renewed in place by the kubelet
+            return {"Authorization": f"Bearer {file.read().strip()}"}
 
     @property
     def fetch_bytes(self) -> int:
@@ -151,10 +172,11 @@ class HttpStore:
         url = base + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+        request = urllib.request.Request(url, data=body, method=method,
+                                         headers={**(headers or {}), **self._authorization()})
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._ssl()) as response:
                     return response.read(), dict(response.headers.items())
             except urllib.error.HTTPError as error:
                 raise _error(error) from None
