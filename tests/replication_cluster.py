@@ -14,6 +14,7 @@ import json
 import queue
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,17 @@ from stratalog.common.names import TopicPartition
 class ClusterController:
     """The in-process controller, reachable over HTTP by the engines."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ca: Path | None = None, token: str | None = None) -> None:
+        """``ca`` and ``token``: engines with TLS and access control (the token needs ``replicate``)."""
         self.controller = InProcessController()
         self.endpoints: dict[int, str] = {}
         self._pushes: queue.Queue[tuple[TopicPartition, PartitionState] | None] = queue.Queue()
         self.controller.subscribe(lambda tp, state: self._pushes.put((tp, state)))
         self.session = requests.Session()
+        if ca is not None:
+            self.session.verify, self.session.trust_env = str(ca), False
+        if token is not None:
+            self.session.headers["Authorization"] = f"Bearer {token}"
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -104,10 +110,14 @@ def _state_json(state: PartitionState) -> dict[str, Any]:
 class Engines:
     """Brokers 0..n-1, each a ``stratalog serve --broker-id i`` on its own data directory."""
 
-    def __init__(self, root: Path, controller: ClusterController, count: int, *config: str) -> None:
+    def __init__(self, root: Path, controller: ClusterController, count: int, *config: str,
+                 server_args: Sequence[str] = (), ca: Path | None = None, token: str | None = None) -> None:
+        """``server_args``: more ``stratalog serve`` arguments for every engine (TLS, tokens); ``ca`` and
+        ``token``: what the tests' own requests to the engines trust and present."""
         self.root = root
         self.controller = controller
         self.config = config
+        self.server_args, self.ca, self.token = list(server_args), ca, token
         self.servers: dict[int, Server] = {}
         for broker in range(count):
             self.start(broker)
@@ -116,8 +126,8 @@ class Engines:
         args = ["--broker-id", str(broker), "--controller", self.controller.url]
         for setting in self.config:
             args += ["--config", setting]
-        server = Server([self.root / f"broker-{broker}"], *args,
-                        log_path=self.root / f"broker-{broker}.log").start()
+        server = Server([self.root / f"broker-{broker}"], *args, *self.server_args,
+                        log_path=self.root / f"broker-{broker}.log", ca=self.ca, token=self.token).start()
         self.servers[broker] = server
         self.controller.endpoints[broker] = server.base
         return server

@@ -368,3 +368,119 @@ def test_the_spark_sources_http_store_presents_the_token_and_trusts_the_ca_from_
     with pytest.raises(Exception) as refused:
         list(store.read_batches("events", 0, 0, end, lambda *lost: None))
     assert "TOPIC_AUTHORIZATION_FAILED" in str(getattr(refused.value, "code", "")) + str(refused.value)
+
+
+# -- Kafka: each API's verb, over raw frames -------------------------------------------------------
+def authenticated(server: Server, who: str) -> ssl.SSLSocket:
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    sock = tls_connect(server)
+    sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN")))
+    assert read_frame(sock) is not None
+    sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=f"\0{who}\0{TOKENS[who]}".encode())))
+    assert read_frame(sock) is not None
+    return sock
+
+
+def ask(sock: ssl.SSLSocket, body, response_class):
+    from kio.serial import entity_reader
+
+    sock.sendall(request_frame(body, correlation_id=7))
+    frame = read_frame(sock)
+    assert frame is not None, "the connection was closed"
+    _, used = entity_reader(response_class.__header_schema__)(frame, 0)
+    return entity_reader(response_class)(frame, used)[0]
+
+
+def test_each_kafka_api_asks_its_own_verb_of_the_topic(server: Server):
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.create_topics.v7.response import CreateTopicsResponse
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+    from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
+    from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kio.schema.list_offsets.v7.response import ListOffsetsResponse
+    from kio.schema.offset_for_leader_epoch.v4.request import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+    from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
+    from kio.static.primitive import i32Timedelta
+    import datetime
+
+    def list_offsets(who: str) -> int:
+        with authenticated(server, who) as sock:
+            answer = ask(sock, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+                name="events", partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                                timestamp=-1),)),)), ListOffsetsResponse)
+        return int(answer.topics[0].partitions[0].error_code)
+
+    def end_of_epoch(who: str) -> int:
+        with authenticated(server, who) as sock:
+            answer = ask(sock, OffsetForLeaderEpochRequest(replica_id=-1, topics=(OffsetForLeaderTopic(
+                topic="events", partitions=(OffsetForLeaderPartition(partition=0, leader_epoch=0),)),)),
+                OffsetForLeaderEpochResponse)
+        return int(answer.topics[0].partitions[0].error_code)
+
+    def create(who: str, name: str) -> int:
+        timeout = i32Timedelta.parse(datetime.timedelta(seconds=10))
+        with authenticated(server, who) as sock:
+            answer = ask(sock, CreateTopicsRequest(topics=(CreatableTopic(
+                name=name, num_partitions=1, replication_factor=-1, assignments=(), configs=()),),
+                timeout=timeout, validate_only=False), CreateTopicsResponse)
+        return int(answer.topics[0].error_code)
+
+    def delete(who: str, name: str) -> int:
+        timeout = i32Timedelta.parse(datetime.timedelta(seconds=10))
+        with authenticated(server, who) as sock:
+            answer = ask(sock, DeleteTopicsRequest(topics=(DeleteTopicState(name=name, topic_id=None),),
+                                                   timeout=timeout), DeleteTopicsResponse)
+        return int(answer.responses[0].error_code)
+
+    TOPIC_AUTHORIZATION_FAILED = 29
+    assert (list_offsets("producer"), list_offsets("consumer")) == (TOPIC_AUTHORIZATION_FAILED, 0)
+    assert (end_of_epoch("producer"), end_of_epoch("consumer")) == (TOPIC_AUTHORIZATION_FAILED, 0)
+    assert create("producer", "made-by-kafka") == TOPIC_AUTHORIZATION_FAILED
+    assert create("admin", "made-by-kafka") == 0
+    assert delete("consumer", "made-by-kafka") == TOPIC_AUTHORIZATION_FAILED
+    assert delete("admin", "made-by-kafka") == 0
+
+
+def test_a_certificate_whose_key_does_not_match_is_refused_and_the_served_one_stays(tmp_path):
+    from stratalog.server.access.tls import ReloadingTLS
+
+    authority = Authority.create(tmp_path / "ca")
+    cert, key = authority.issue(tmp_path / "secret", "first", serial=1)
+    tls = ReloadingTLS(cert, key)
+    other_cert, _ = authority.issue(tmp_path / "other", "second", serial=2)
+    cert.write_bytes(other_cert.read_bytes())   # half a renewal: the new certificate, the old key
+    assert tls.reload_if_changed() is False and tls.reloads == 0
+    # The live context still serves the first pair: a handshake succeeds.
+    client = ssl.create_default_context(cafile=str(authority.cert))
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    import threading
+
+    def serve_one() -> None:
+        connection, _ = listener.accept()
+        try:
+            with tls.context.wrap_socket(connection, server_side=True) as tls_connection:
+                tls_connection.recv(1)
+        except (ssl.SSLError, OSError):
+            pass
+
+    server_thread = threading.Thread(target=serve_one)
+    server_thread.start()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            client.wrap_socket(raw, server_hostname="127.0.0.1") as connection:
+        assert int(connection.getpeercert()["serialNumber"], 16) == 1
+    server_thread.join(10)
+    listener.close()
+
+
+def test_a_malformed_topic_in_the_path_is_refused_before_it_is_authorized_or_logged(server: Server):
+    answer = as_(server, "producer").get(server.url("/v1/topics/zz%0Aforged line/partitions/0/records"),
+                                         params={"offset": 0}, timeout=30)
+    assert (answer.status_code, answer.json()["error_code"]) == (400, "INVALID_TOPIC_EXCEPTION"), answer.text
+    assert "forged line" not in server.log().replace("zz\\nforged", "")

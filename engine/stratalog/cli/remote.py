@@ -22,6 +22,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from stratalog.common.bearer import read_token_file
 from stratalog.common.errors import StratalogError
 
 JSON = "application/json"
@@ -53,14 +54,7 @@ class Client:
         self._context = ssl.create_default_context(cafile=ca) if ca else None
 
     def _authorization(self) -> str | None:
-        if self.token_file is None:
-            return None
-        try:   # read each time: the kubelet renews a projected token in place
-            with open(self.token_file, encoding="utf-8") as file:
-                return f"Bearer {file.read().strip()}"
-        except OSError as error:
-            raise RemoteError("SASL_AUTHENTICATION_FAILED", f"token file {self.token_file} ({TOKEN_FILE_ENV}): "
-                                                            f"{error.strerror}") from None
+        return None if self.token_file is None else f"Bearer {read_token_file(self.token_file)}"
 
     def url(self, path: str, query: dict[str, object] | None = None) -> str:
         url = self.base_url + path

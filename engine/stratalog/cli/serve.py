@@ -68,6 +68,11 @@ def register(sub: Any) -> None:
                         help="require a bearer token (HTTP Authorization, Kafka SASL PLAIN or OAUTHBEARER) from "
                              "this file, in kube-apiserver's token-auth-file format; groups stratalog:VERB[:TOPIC] "
                              "grant consume, produce, administer or replicate (docs/access.md)")
+    parser.add_argument("--replication-token-file", type=Path, default=None, metavar="FILE",
+                        help="with --broker-id: the token this engine presents to its leaders (it needs the "
+                             "replicate verb there); read again for every fetch round")
+    parser.add_argument("--replication-ca-file", type=Path, default=None, metavar="FILE",
+                        help="with --broker-id: the CA of https leaders' certificates")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--access-log", action="store_true", help="log every request")
     parser.set_defaults(run=run)
@@ -75,6 +80,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        from stratalog.server.replication import Credentials
         from stratalog.server.run import ServeOptions, main, parse_create_topic, parse_listen
         from stratalog.server.state import Settings
     except ImportError as error:  # the server extra is not installed
@@ -118,5 +124,6 @@ def run(args: argparse.Namespace) -> int:
                            settings, args.shutdown_timeout, args.access_log, args.broker_id, args.controller,
                            kafka_listen, kafka_advertise,
                            tls=(args.tls_cert, args.tls_key) if args.tls_cert is not None else None,
-                           tls_reload_seconds=args.tls_reload_seconds, token_file=args.token_file)
+                           tls_reload_seconds=args.tls_reload_seconds, token_file=args.token_file,
+                           replication=Credentials(args.replication_token_file, args.replication_ca_file))
     return main(options, log_level=args.log_level)

@@ -32,6 +32,7 @@ from aiohttp import web
 from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
 from stratalog.broker.replica_state import PartitionState
 from stratalog.common import errors
+from stratalog.common.bearer import read_token_file
 from stratalog.common.errors import StratalogError
 from stratalog.common.limits import INT32_MAX, INT64_MAX
 from stratalog.common.names import TopicPartition, validate_topic_name
@@ -54,6 +55,11 @@ async def put_partition_state(request: web.Request) -> web.Response:
     replicas = state.broker.replicas
     if replicas is None:
         raise RequestError("this engine takes no part in replication: start it with --broker-id", status=409)
+    if not state.settings.partition_state_over_http:
+        # An agent takes partition state from the Topic's status only: over HTTP, a holder of the
+        # replicate verb could point followers (and their tokens) at an address of its choosing.
+        raise RequestError("this engine takes partition state from its controller's records, not over HTTP",
+                           status=409)
     tp = TopicPartition(params.topic(request), params.partition(request))
     body = params.parse_json(await request.read())
     if not isinstance(body, dict):
@@ -68,7 +74,10 @@ async def put_partition_state(request: web.Request) -> web.Response:
     endpoints_field = body.get("endpoints") or {}
     if not isinstance(endpoints_field, dict):
         raise RequestError("body: 'endpoints' must map broker ids to URLs")
-    endpoints = {int(k): str(v) for k, v in endpoints_field.items()}
+    try:
+        endpoints = {int(k): str(v) for k, v in endpoints_field.items()}
+    except ValueError:
+        raise RequestError("body: 'endpoints' must map broker ids (integers) to URLs") from None
     partition = await state.run(replicas.apply_state, tp, partition_state, endpoints)
     state.topics_changed()
     return web.json_response({"topic": tp.topic, "partition": tp.partition, "leader": partition_state.leader,
@@ -183,13 +192,7 @@ class Credentials:
         return ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
 
     def authorization(self) -> dict[str, str]:
-        if self.token_file is None:
-            return {}
-        try:
-            token = self.token_file.read_text().strip()
-        except OSError as error:
-            raise OSError(f"replication token {self.token_file}: {error.strerror}") from None
-        return {"Authorization": f"Bearer {token}"}
+        return {} if self.token_file is None else {"Authorization": f"Bearer {read_token_file(self.token_file)}"}
 
 
 NO_CREDENTIALS = Credentials()
@@ -208,6 +211,12 @@ class _Http:
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
 
+    def _authorization(self) -> dict[str, str]:
+        if not self.tls and self.credentials.ca_file is not None and self.credentials.token_file is not None:
+            # TLS is in use here: a peer advertised over plain http does not get the token in clear.
+            raise OSError(f"{self.host}:{self.port} is not https: the replication token is sent over TLS only")
+        return self.credentials.authorization()
+
     def _connect(self) -> http.client.HTTPConnection:
         if self._context is not None:
             return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s, context=self._context)
@@ -224,7 +233,7 @@ class _Http:
                     self._conn = self._connect()
                 try:
                     self._conn.request(method, path, body=body,
-                                       headers={**(headers or {}), **self.credentials.authorization()})
+                                       headers={**(headers or {}), **self._authorization()})
                     response = self._conn.getresponse()
                     response.data = response.read()  # type: ignore[attr-defined]
                     return response

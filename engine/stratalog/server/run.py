@@ -16,6 +16,7 @@ Order matters for operators:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import sys
@@ -39,7 +40,7 @@ from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import create_app
 from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.listener import KafkaListener
-from stratalog.server.replication import ControllerClient, LeaderSession
+from stratalog.server.replication import NO_CREDENTIALS, ControllerClient, Credentials, LeaderSession
 from stratalog.server.state import ServerState, Settings
 from stratalog.broker.topics import TopicAdmin
 
@@ -65,6 +66,7 @@ class ServeOptions:
     tls: tuple[Path, Path] | None = None    # certificate and key: both listeners speak TLS
     tls_reload_seconds: float = 10.0
     token_file: Path | None = None          # access control by a static token file
+    replication: Credentials = NO_CREDENTIALS   # what a follower presents to its leaders
 
 
 def access_from(options: ServeOptions) -> AccessControl:
@@ -106,9 +108,10 @@ def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> N
         logger.info("created topic %s with %d partition(s)", name, partitions)
 
 
-def _replica_set(engine: Engine, broker_id: int, controller_url: str) -> ReplicaSet:
+def _replica_set(engine: Engine, broker_id: int, controller_url: str, credentials: Credentials) -> ReplicaSet:
     return ReplicaSet(engine.manager, ReplicationSettings.from_config(broker_id, engine.config),
-                      ControllerClient(controller_url), LeaderSession, clock=engine.clock)
+                      ControllerClient(controller_url), functools.partial(LeaderSession, credentials=credentials),
+                      clock=engine.clock)
 
 
 class _MalformedRequests(logging.Filter):
@@ -192,7 +195,7 @@ async def serve(options: ServeOptions) -> int:
             # during it is acted on once it is done.
             await loop.run_in_executor(state.broker.maintenance, _start_engine, engine, options.create_topics)
             if options.broker_id is not None and options.controller_url is not None:
-                replicas = _replica_set(engine, options.broker_id, options.controller_url)
+                replicas = _replica_set(engine, options.broker_id, options.controller_url, options.replication)
                 state.broker.attach_replicas(replicas.start(), loop)
                 logger.info("replication: broker %d, controller %s", options.broker_id, options.controller_url)
             if options.kafka_listen is not None:

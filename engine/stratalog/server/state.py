@@ -34,6 +34,7 @@ class Settings:
     max_fetch_bytes: int = 64 * 1024 * 1024
     default_fetch_bytes: int = 1024 * 1024
     max_partitions_per_topic: int = 1000
+    partition_state_over_http: bool = True   # PUT /v1/replication/partitions/... (off on agents)
 
 
 class ServerState:

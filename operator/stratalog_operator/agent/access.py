@@ -29,7 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from stratalog.common.errors import AuthenticationFailedError
 from stratalog.server.access.model import Principal, Verb
@@ -43,6 +43,9 @@ DEFAULT_AUDIENCE = "stratalog"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 Clock = Callable[[], float]
+MAX_CACHE_ENTRIES = 10_000
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def token_expiry(token: str) -> float | None:
@@ -86,7 +89,7 @@ class TokenReviewer:
         now = self.clock()
         until = cache_until(self.wall(), now, token_expiry(token), self.max_cache_s) \
             if isinstance(outcome, Principal) else now + self.refused_cache_s
-        self._forget_expired(now)
+        self._cache = _pruned(self._cache, now)
         self._cache[key] = (until, outcome)
         return _principal_or_refuse(outcome)
 
@@ -96,9 +99,10 @@ class TokenReviewer:
                 "spec": {"token": token, "audiences": list(self.audiences)}}
         try:
             status: dict[str, Any] = self.kube.request("POST", TOKEN_REVIEWS, body).get("status") or {}
-        except ApiError as error:
-            logger.warning("TokenReview failed: %s %s", error.status, error.message)
-            raise AuthenticationFailedError(f"the token could not be reviewed (API server: {error.status})") from None
+        except Exception as error:   # noqa: BLE001 - ApiError, or the transport's own (urllib3) errors
+            logger.warning("TokenReview failed (%s)", _reason(error))
+            raise AuthenticationFailedError("the token could not be reviewed now (the API server did not "
+                                            "answer); try again") from None
         if not status.get("authenticated"):
             return str(status.get("error") or "the API server did not authenticate the token")
         if not set(status.get("audiences") or ()) & set(self.audiences):
@@ -106,9 +110,13 @@ class TokenReviewer:
         user = status.get("user") or {}
         return Principal(str(user.get("username", "")), tuple(user.get("groups") or ()), str(user.get("uid", "")))
 
-    def _forget_expired(self, now: float) -> None:
-        if len(self._cache) > 10_000:
-            self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+def _pruned(cache: dict[K, tuple[float, V]], now: float) -> dict[K, tuple[float, V]]:
+    """The cache without its expired entries, once it is large (each entry cost an API call)."""
+    return {k: v for k, v in cache.items() if v[0] > now} if len(cache) > MAX_CACHE_ENTRIES else cache
+
+
+def _reason(error: Exception) -> str:
+    return f"{error.status} {error.message}" if isinstance(error, ApiError) else type(error).__name__
 
 
 def _principal_or_refuse(outcome: Principal | str) -> Principal:
@@ -118,11 +126,15 @@ def _principal_or_refuse(outcome: Principal | str) -> Principal:
 
 
 class AccessReviewer:
-    def __init__(self, kube: Kube, namespace: str, resource_name: Callable[[str], str], *, cache_s: float = 10.0,
+    def __init__(self, kube: Kube, namespace: str, resource_name: Callable[[str], str | None], *,
+                 cache_s: float = 10.0,
                  clock: Clock = time.monotonic) -> None:
         self.kube = kube
         self.namespace = namespace
-        self.resource_name = resource_name   # a Kafka topic's Topic resource
+        # A Kafka topic's Topic resource (a Topic may name another Kafka topic: spec.topicName);
+        # None when unknown, and then the review is for every Topic, so a grant on one named
+        # Topic never lets one into data of another.
+        self.resource_name = resource_name
         self.cache_s = cache_s
         self.clock = clock
         self._cache: dict[tuple[Principal, Verb, str | None], tuple[float, bool]] = {}
@@ -134,25 +146,28 @@ class AccessReviewer:
         cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
             return cached[1]
-        decision = await asyncio.to_thread(self._review, principal, verb, topic)
+        resource = None if topic is None else self.resource_name(topic)
+        decision = await asyncio.to_thread(self._review, principal, verb, resource)
+        if decision is None:
+            return False   # the API server did not answer: denied now, asked again next time
         now = self.clock()
-        if len(self._cache) > 10_000:
-            self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
-        self._cache[key] = (now + self.cache_s, decision)
+        self._cache = _pruned(self._cache, now)
+        if resource is not None or topic is None:   # an unknown topic's answer may change once known
+            self._cache[key] = (now + self.cache_s, decision)
         return decision
 
-    def _review(self, principal: Principal, verb: Verb, topic: str | None) -> bool:
+    def _review(self, principal: Principal, verb: Verb, resource: str | None) -> bool | None:
         self.reviews += 1
         attributes: dict[str, Any] = {"namespace": self.namespace, "group": GROUP, "resource": TOPICS,
                                       "verb": verb.value}
-        if topic is not None:
-            attributes["name"] = self.resource_name(topic)
+        if resource is not None:
+            attributes["name"] = resource
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                 "spec": {"user": principal.name, "groups": list(principal.groups), "uid": principal.uid,
                          "resourceAttributes": attributes}}
         try:
             status = self.kube.request("POST", ACCESS_REVIEWS, body).get("status") or {}
-        except ApiError as error:
-            logger.warning("SubjectAccessReview failed: %s %s; denying", error.status, error.message)
-            return False
+        except Exception as error:   # noqa: BLE001 - ApiError, or the transport's own (urllib3) errors
+            logger.warning("SubjectAccessReview failed (%s); denying this request", _reason(error))
+            return None
         return bool(status.get("allowed")) and not status.get("denied")

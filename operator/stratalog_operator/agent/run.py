@@ -32,7 +32,7 @@ from stratalog.server.access.model import OPEN, AccessControl
 from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import create_app
 from stratalog.server.run import listen
-from stratalog.server.state import ServerState
+from stratalog.server.state import ServerState, Settings
 from stratalog.broker.engine import Engine
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.replication import NO_CREDENTIALS, Credentials, LeaderSession
@@ -131,7 +131,7 @@ async def run_agent(options: AgentRunOptions) -> int:
     except TLSFilesError as error:
         logger.error("LogDir %s: cannot start: %s", options.logdir, error)
         return 1
-    state = ServerState(engine, access=access)
+    state = ServerState(engine, Settings(partition_state_over_http=False), access=access)
     metrics = OperatorMetrics("agent", registry=state.metrics.registry)   # one /metrics for both
     runner = await listen(create_app(state), options.host, options.port, ssl_context=tls.context if tls else None)
     if runner is None:
@@ -140,6 +140,9 @@ async def run_agent(options: AgentRunOptions) -> int:
     for address in runner.addresses:
         logger.info("LogDir %s: API on %s://%s:%d (authentication: %s)", options.logdir, scheme, address[0],
                     address[1], options.authentication)
+    if access.enabled and tls is None:
+        logger.warning("LogDir %s: clients' tokens cross the network in the clear: give the agents a TLS Secret "
+                       "(stratalog operator --agent-tls-secret, the chart's tls.secretName)", options.logdir)
     watching = asyncio.create_task(tls.watch(TLS_RELOAD_S)) if tls is not None else None
 
     loop = asyncio.get_running_loop()
@@ -313,7 +316,7 @@ def _bound_url(runner: web.AppRunner, scheme: str) -> str | None:
     return None
 
 
-def _access(options: AgentRunOptions, resource_name: Callable[[str], str]) -> AccessControl:
+def _access(options: AgentRunOptions, resource_name: Callable[[str], str | None]) -> AccessControl:
     """Kubernetes identities and RBAC, or open (``--authentication none``)."""
     if options.authentication != "kubernetes":
         return OPEN
@@ -323,10 +326,11 @@ def _access(options: AgentRunOptions, resource_name: Callable[[str], str]) -> Ac
                                         cache_s=options.authorization_cache_s))
 
 
-def _resource_name(owner: list[Agent], topic: str) -> str:
-    """The Topic resource whose Kafka topic this is (named alike until the agent knows better)."""
+def _resource_name(owner: list[Agent], topic: str) -> str | None:
+    """The Topic resource whose Kafka topic this is; None while the agent knows of none (just after
+    a start, or data whose Topic is gone): then only a grant on every Topic lets one in."""
     body = owner[0].owner_of(topic) if owner else None
-    return str(body["metadata"]["name"]) if body is not None else topic
+    return str(body["metadata"]["name"]) if body is not None else None
 
 
 def main(options: AgentRunOptions, *, log_level: str = "INFO") -> int:

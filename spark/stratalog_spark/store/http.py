@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from stratalog.common.bearer import read_token_file
 from stratalog.common.errors import CorruptRecordError, OffsetOutOfRangeError, StratalogError, UnknownTopicOrPartitionError
 from stratalog.records import iter_batch_infos, parse_legacy_entry, validate_batch
 
@@ -93,10 +94,7 @@ class HttpStore:
         return self._context
 
     def _authorization(self) -> dict[str, str]:
-        if self.token_file is None:
-            return {}
-        with open(self.token_file, encoding="utf-8") as file:   # renewed in place by the kubelet
-            return {"Authorization": f"Bearer {file.read().strip()}"}
+        return {} if self.token_file is None else {"Authorization": f"Bearer {read_token_file(self.token_file)}"}
 
     @property
     def fetch_bytes(self) -> int:

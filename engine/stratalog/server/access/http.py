@@ -13,12 +13,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from stratalog.common.bearer import is_token
 from stratalog.common.errors import AuthenticationFailedError
+from stratalog.common.names import validate_topic_name
 from stratalog.server.access.model import AccessControl, Principal
 from stratalog.server.access.permissions import Need
 
 PRINCIPAL = web.RequestKey("stratalog_principal", Principal)
-MAX_TOKEN_CHARS = 4096   # a ServiceAccount token is about 1 KiB; anything far larger is not one
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -32,7 +33,7 @@ def bearer_token(request: web.Request) -> str | None:
     token = token.strip()
     if scheme.lower() != "bearer":
         raise AuthenticationFailedError(f"Authorization header: scheme {scheme[:20]!r} is not Bearer")
-    if not token or len(token) > MAX_TOKEN_CHARS or not token.isascii() or not token.isprintable() or " " in token:
+    if not is_token(token):
         raise AuthenticationFailedError("Authorization header: the bearer token is empty, too long or not a token")
     return token
 
@@ -49,7 +50,8 @@ def access_middleware(access: AccessControl, needs: Mapping[tuple[str, str], Nee
         where = f"{request.method} {resource.canonical}"
         principal = await access.authenticate(bearer_token(request), where)
         if need.verb is not None:
-            topic = request.match_info.get("topic") if need.per_topic else None
+            # A name the handler would refuse is refused before it reaches the authorizer (or a log).
+            topic = validate_topic_name(request.match_info["topic"]) if need.per_topic else None
             await access.authorize(principal, need.verb, topic, where)
         request[PRINCIPAL] = principal
         return await handler(request)

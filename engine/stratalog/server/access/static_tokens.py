@@ -17,7 +17,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from stratalog.common.errors import AuthenticationFailedError
+from stratalog.common.errors import AuthenticationFailedError, InvalidTopicError
+from stratalog.common.names import validate_topic_name
 from stratalog.server.access.model import Principal, Verb
 
 GROUP_PREFIX = "stratalog:"
@@ -75,11 +76,16 @@ class StaticTokens:
 
 
 def _grant(group: str, where: str) -> Grant:
-    verb, _, topic = group[len(GROUP_PREFIX):].partition(":")
+    verb, colon, topic = group[len(GROUP_PREFIX):].partition(":")
     if verb not in VERBS:
         raise TokenFileError(f"{where}: group {group!r} names no verb; expected stratalog:VERB[:TOPIC] with VERB "
                              f"one of {', '.join(VERBS)}")
-    return Grant(VERBS[verb], topic or None)
+    if colon:   # a topic was meant: an empty or malformed one must not widen the grant to every topic
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicError as error:
+            raise TokenFileError(f"{where}: group {group!r}: {error}") from None
+    return Grant(VERBS[verb], topic if colon else None)
 
 
 def _digest(token: str) -> bytes:

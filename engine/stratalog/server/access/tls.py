@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import ssl
+import tempfile
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -45,10 +46,27 @@ class ReloadingTLS:
         return stamps[0], stamps[1]
 
     def _load(self) -> None:
+        """Load the pair into the live context only once it is known to load.
+
+        ``load_cert_chain`` on a context in use is not atomic: a key that does not match the new
+        certificate leaves the context with neither pair, and every later handshake fails. So the
+        files are copied once (they may change again meanwhile), the copy is tried on a scratch
+        context, and only then loaded into the live one.
+        """
         try:
-            self.context.load_cert_chain(self.cert, self.key)
-        except (ssl.SSLError, OSError) as error:
-            raise TLSFilesError(f"TLS certificate {self.cert} with key {self.key}: {error}") from None
+            cert_pem, key_pem = self.cert.read_bytes(), self.key.read_bytes()
+        except OSError as error:
+            raise TLSFilesError(f"TLS certificate {self.cert} with key {self.key}: {error.strerror}") from None
+        with tempfile.TemporaryDirectory(prefix="stratalog-tls-") as scratch:
+            cert, key = Path(scratch, "tls.crt"), Path(scratch, "tls.key")
+            cert.write_bytes(cert_pem)
+            key.touch(mode=0o600)
+            key.write_bytes(key_pem)
+            try:
+                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+                self.context.load_cert_chain(cert, key)
+            except ssl.SSLError as error:
+                raise TLSFilesError(f"TLS certificate {self.cert} with key {self.key}: {error}") from None
 
     def reload_if_changed(self) -> bool:
         """Load the pair again if either file changed since the last look; whether it did."""

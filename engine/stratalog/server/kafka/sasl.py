@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from stratalog.common.bearer import is_token
 from stratalog.common.errors import AuthenticationFailedError
 from stratalog.server.access.model import Principal
 from stratalog.server.kafka.codec import Request, code_named
@@ -74,7 +75,7 @@ def token_of(mechanism: str, auth_bytes: bytes) -> str:
     except UnicodeDecodeError as error:
         raise AuthenticationFailedError(f"{mechanism}: the message is not UTF-8 (byte {error.start})") from None
     token = _plain_password(text) if mechanism == "PLAIN" else _oauthbearer_token(text)
-    if not token or not token.isascii() or not token.isprintable() or " " in token:
+    if not is_token(token):
         raise AuthenticationFailedError(f"{mechanism}: the token is empty or not a token")
     return token
 
