@@ -28,7 +28,6 @@ __all__ = ["AgentOptions", "Children", "desired_children", "labels", "selector_l
 Json = dict[str, Any]
 TLS_DIR = "/var/run/stratalog/tls"
 TOKEN_DIR = "/var/run/stratalog/token"
-TOKEN_AUDIENCE = "stratalog"
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,9 @@ class AgentOptions:
     # A Secret in cert-manager's layout (tls.crt, tls.key, ca.crt) in each LogDir's namespace: the
     # agents serve HTTPS with it and trust its CA when they fetch from each other. None: plain HTTP.
     tls_secret: str | None = None
+    # The audience the agents accept tokens for (and mint their own with): one per release, so a
+    # token for one release's agents is no good at another's.
+    token_audience: str = "stratalog"
 
 
 @dataclass(frozen=True)
@@ -123,8 +125,8 @@ def _access_args(options: AgentOptions, mounts: list[Json], volumes: list[Json])
         # renewed by the kubelet (the agent reads the file again for every fetch round).
         mounts.append({"name": "replication-token", "mountPath": TOKEN_DIR, "readOnly": True})
         volumes.append({"name": "replication-token", "projected": {"sources": [{"serviceAccountToken": {
-            "audience": TOKEN_AUDIENCE, "expirationSeconds": 3600, "path": "token"}}]}})
-        args += ["--authentication", "kubernetes", "--token-audience", TOKEN_AUDIENCE,
+            "audience": options.token_audience, "expirationSeconds": 3600, "path": "token"}}]}})
+        args += ["--authentication", "kubernetes", "--token-audience", options.token_audience,
                  "--replication-token-file", f"{TOKEN_DIR}/token"]
     return args
 

@@ -57,6 +57,9 @@ def register(sub: Any) -> None:
     op.add_argument("--agent-tls-secret", default=os.environ.get("STRATALOG_AGENT_TLS_SECRET") or None,
                     metavar="NAME", help="serve the agents' API over TLS with this Secret (tls.crt, tls.key, ca.crt: "
                                          "cert-manager's layout) from each LogDir's namespace")
+    op.add_argument("--agent-token-audience", default=os.environ.get("STRATALOG_AGENT_TOKEN_AUDIENCE") or "stratalog",
+                    metavar="AUDIENCE", help="the audience the agents accept ServiceAccount tokens for (default "
+                                             "stratalog; the chart sets one per release)")
     op.add_argument("--resync-seconds", type=float, default=300.0,
                     help="reconcile everything this often, besides watch events (default 300)")
     op.add_argument("--peering", default=None, metavar="NAME",
@@ -129,7 +132,8 @@ def _run_operator(args: argparse.Namespace) -> int:
                                                  image_pull_policy=args.agent_image_pull_policy,
                                                  volume_permissions=args.agent_volume_permissions,
                                                  authentication=args.agent_authentication,
-                                                 tls_secret=args.agent_tls_secret),
+                                                 tls_secret=args.agent_tls_secret,
+                                                 token_audience=args.agent_token_audience),
                               resync_seconds=args.resync_seconds, peering=args.peering)
     return main(options, log_level=args.log_level)
 

@@ -68,6 +68,7 @@ def test_template_accepted_by_apiserver(kube_cluster: KubeCluster) -> None:
     env = {e["name"]: e.get("value") for doc in yaml.safe_load_all(rendered) if doc and doc["kind"] == "Deployment"
            for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert (env["STRATALOG_AGENT_AUTHENTICATION"], env["STRATALOG_AGENT_TLS_SECRET"]) == ("kubernetes", "agents-tls")
+    assert env["STRATALOG_AGENT_TOKEN_AUDIENCE"] == "strata-stratalog"   # one per release by default
 
 
 def test_tls_on_by_default_asks_for_a_secret_or_an_issuer_by_name(kube_cluster: KubeCluster) -> None:

@@ -30,6 +30,7 @@ class Node:
     dir: Path
     env: dict[str, str]
     ca_files: dict[str, Path] = field(default_factory=dict)   # per namespace: the CA of its agents' certificate
+    audiences: dict[str, str] = field(default_factory=dict)   # per namespace: its release's token audience
 
     @property
     def image(self) -> str:

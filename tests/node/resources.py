@@ -76,6 +76,7 @@ def install(node: Node, release: str, ns: str, *values: str) -> None:
     node.kubectl("-n", ns, "create", "rolebinding", "clients", f"--role={fullname}-topic-admin",
                  f"--serviceaccount={ns}:default")
     node.ca_files[ns] = ca
+    node.audiences[ns] = fullname   # the chart's default audience: the release's own
 
 
 def tls_secret(node: Node, ns: str) -> Path:
@@ -110,8 +111,8 @@ urllib.request.install_opener(urllib.request.build_opener(
 
 
 def client_token(node: Node, ns: str) -> str:
-    """A token of the namespace's default ServiceAccount for the agents' audience."""
-    return node.kubectl("-n", ns, "create", "token", "default", "--audience", "stratalog").strip()
+    """A token of the namespace's default ServiceAccount for the release's audience."""
+    return node.kubectl("-n", ns, "create", "token", "default", "--audience", node.audiences[ns]).strip()
 
 
 def start_pod(node: Node, ns: str, name: str, command: list[str]) -> None:
@@ -127,7 +128,8 @@ def start_pod(node: Node, ns: str, name: str, command: list[str]) -> None:
                                     "volumeMounts": [{"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
                                                      {"name": "ca", "mountPath": CA_DIR, "readOnly": True}]}],
                     "volumes": [{"name": "token", "projected": {"sources": [{"serviceAccountToken": {
-                                    "audience": "stratalog", "expirationSeconds": 3600, "path": "token"}}]}},
+                                    "audience": node.audiences[ns], "expirationSeconds": 3600,
+                                    "path": "token"}}]}},
                                 {"name": "ca", "secret": {"secretName": TLS_SECRET,
                                                           "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
     node.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps(pod))

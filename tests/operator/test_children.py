@@ -148,6 +148,14 @@ def test_by_default_the_agent_checks_tokens_and_rbac_and_presents_a_projected_to
     assert "--tls-cert" not in command
 
 
+def test_the_agents_audience_is_the_one_the_controller_is_given() -> None:
+    pod = desired_children(logdir(), AgentOptions(token_audience="release-a")).statefulset["spec"]["template"]["spec"]
+    command = pod["containers"][0]["command"]
+    assert command[command.index("--token-audience") + 1] == "release-a"
+    [token] = [v for v in pod["volumes"] if v["name"] == "replication-token"]
+    assert token["projected"]["sources"][0]["serviceAccountToken"]["audience"] == "release-a"
+
+
 def test_a_tls_secret_makes_the_agent_serve_https_and_trust_its_ca_when_it_fetches() -> None:
     options = AgentOptions(tls_secret="agents-tls")
     pod = desired_children(logdir(), options).statefulset["spec"]["template"]["spec"]
