@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +32,7 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def kube(kube_cluster: KubeCluster) -> Kube:
+    kube_cluster.kubectl_run("apply", "-f", str(Path(__file__).resolve().parents[2] / "crds"))   # the Role names topics
     kube_cluster.kubectl_run("create", "namespace", NS)
     kube_cluster.kubectl_run("-n", NS, "create", "serviceaccount", "reader")
     kube_cluster.kubectl_run("-n", NS, "create", "role", "reader", "--verb=consume", "--resource=topics.stratalog.io")

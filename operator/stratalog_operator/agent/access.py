@@ -110,6 +110,7 @@ class TokenReviewer:
         user = status.get("user") or {}
         return Principal(str(user.get("username", "")), tuple(user.get("groups") or ()), str(user.get("uid", "")))
 
+
 def _pruned(cache: dict[K, tuple[float, V]], now: float) -> dict[K, tuple[float, V]]:
     """The cache without its expired entries, once it is large (each entry cost an API call)."""
     return {k: v for k, v in cache.items() if v[0] > now} if len(cache) > MAX_CACHE_ENTRIES else cache
@@ -127,8 +128,7 @@ def _principal_or_refuse(outcome: Principal | str) -> Principal:
 
 class AccessReviewer:
     def __init__(self, kube: Kube, namespace: str, resource_name: Callable[[str], str | None], *,
-                 cache_s: float = 10.0,
-                 clock: Clock = time.monotonic) -> None:
+                 cache_s: float = 10.0, clock: Clock = time.monotonic) -> None:
         self.kube = kube
         self.namespace = namespace
         # A Kafka topic's Topic resource (a Topic may name another Kafka topic: spec.topicName);
