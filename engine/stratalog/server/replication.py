@@ -21,6 +21,7 @@ import json
 import ssl
 import struct
 import threading
+import time
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -181,9 +182,9 @@ def _raise_for(status: int, body: bytes, what: str) -> None:
 
 @dataclass(frozen=True)
 class Credentials:
-    """What an engine presents to another: a bearer token read from a file (re-read when it changes,
-    as the kubelet rotates a projected ServiceAccount token) and the CA its https peers' certificates
-    must chain to."""
+    """What an engine presents to another: a bearer token read from a file (read again every
+    ``TOKEN_REREAD_S``: the kubelet renews a projected ServiceAccount token in place, at 80% of its
+    lifetime) and the CA its https peers' certificates must chain to."""
 
     token_file: Path | None = None
     ca_file: Path | None = None
@@ -196,6 +197,7 @@ class Credentials:
 
 
 NO_CREDENTIALS = Credentials()
+TOKEN_REREAD_S = 30.0   # far under a projected token's renewal margin (12 min of an hour)
 
 
 class _Http:
@@ -210,12 +212,16 @@ class _Http:
         self._context = credentials.ssl_context() if self.tls else None
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
+        self._token: tuple[float, dict[str, str]] | None = None   # (read at, header): not a file read per round
 
     def _authorization(self) -> dict[str, str]:
         if not self.tls and self.credentials.ca_file is not None and self.credentials.token_file is not None:
             # TLS is in use here: a peer advertised over plain http does not get the token in clear.
             raise OSError(f"{self.host}:{self.port} is not https: the replication token is sent over TLS only")
-        return self.credentials.authorization()
+        now = time.monotonic()
+        if self._token is None or now - self._token[0] >= TOKEN_REREAD_S:
+            self._token = (now, self.credentials.authorization())
+        return self._token[1]
 
     def _connect(self) -> http.client.HTTPConnection:
         if self._context is not None:
