@@ -31,7 +31,7 @@ from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]  # no stubs
 
 from stratalog.common.errors import CorruptRecordError
 from stratalog.storage.inspect.index_files import IndexContents, TimeEntry, read_offset_index, read_time_index
-from stratalog.storage.inspect.producer_snapshot import CorruptSnapshotError, read_producer_snapshot
+from stratalog.storage.producer_snapshot import CorruptSnapshotError, read_producer_snapshot
 from stratalog.storage.inspect.txn_index import read_txn_index
 from stratalog.storage.inspect.walk import BatchSpan, BatchView, RecordView, SegmentMap, SegmentWalk, batch_records, mapped
 from stratalog.common.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX

@@ -29,7 +29,7 @@ from stratalog.storage.dir_lock import DirLock
 from stratalog.common.errors import CheckpointError, LogDirError
 from stratalog.storage.inspect.checks import check_segment
 from stratalog.storage.inspect.findings import Finding
-from stratalog.storage.inspect.producer_snapshot import CorruptSnapshotError, read_producer_snapshot
+from stratalog.storage.producer_snapshot import CorruptSnapshotError, read_producer_snapshot
 from stratalog.common.names import (
     CLEANED_SUFFIX,
     CLEANER_OFFSET_CHECKPOINT,

@@ -11,8 +11,10 @@ written, by a leader or a follower, is fed to ``on_batch``. Kafka's rules:
 * a newer epoch starts at sequence 0, unless the producer is unknown here: then any sequence
   is taken (KIP-360; its state may have gone with retention or a restart).
 
-The log builds this state by a scan of its batches on first need and keeps it up to date; Kafka
-also writes it to ``.snapshot`` files, which the engine does not yet.
+The log builds this state by a scan of its batches on first need and keeps it up to date, and
+writes it to Kafka's ``.snapshot`` files (``snapshot_entries``; ``stratalog.storage.producer_snapshot``)
+so that Kafka, opening the directory, knows the same producers. Transaction markers count too: they
+carry the producer's epoch and its coordinator's, which the snapshots keep.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-from stratalog.common.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from stratalog.records import MAGIC_OFFSET
+from stratalog.common.errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError
+from stratalog.records import MAGIC_OFFSET, decode_records
+from stratalog.records.control import ControlRecordType, parse_control_key, parse_end_txn_marker
+from stratalog.storage.producer_snapshot import ProducerSnapshotEntry
 
 BATCHES_KEPT = 5   # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight.requests.per.connection)
 INT32_MAX = 2**31 - 1
@@ -40,6 +44,8 @@ class BatchMetadata:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    last_timestamp: int = -1        # the max timestamp of its last batch or marker
+    coordinator_epoch: int = -1     # of its last transaction marker
 
 
 def last_sequence(first_seq: int, last_offset_delta: int) -> int:
@@ -80,31 +86,80 @@ class ProducerStates:
                 f"here ended at {entry.batches[-1].last_seq}")
         return None
 
-    def on_batch(self, producer_id: int, epoch: int, first_seq: int, last_offset_delta: int, first_offset: int
-                 ) -> None:
+    def on_batch(self, producer_id: int, epoch: int, first_seq: int, last_offset_delta: int, first_offset: int,
+                 max_timestamp: int = -1) -> None:
         """Take a batch written at ``first_offset`` (ignored without a producer id or a sequence)."""
         if producer_id < 0 or first_seq < 0:
             return
+        entry = self._entry(producer_id, epoch)
+        if entry is None:
+            return
+        entry.batches.append(BatchMetadata(first_seq, last_sequence(first_seq, last_offset_delta), first_offset,
+                                           first_offset + last_offset_delta))
+        entry.last_timestamp = max_timestamp
+
+    def on_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, max_timestamp: int) -> None:
+        """Take a transaction's COMMIT or ABORT marker (Kafka's ``appendEndTxnMarker``)."""
+        entry = self._entry(producer_id, epoch)
+        if entry is not None:
+            entry.coordinator_epoch = coordinator_epoch
+            entry.last_timestamp = max_timestamp
+
+    def _entry(self, producer_id: int, epoch: int) -> ProducerEntry | None:
+        """The producer's entry for a write of ``epoch``: a new one for a newer epoch, None for a fenced one
+        (a fenced epoch's write can reach a follower's log before the newer one did)."""
         entry = self.producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         elif epoch < entry.epoch:
-            return   # a fenced epoch's batch (it can reach a follower's log before the newer one did)
-        entry.batches.append(BatchMetadata(first_seq, last_sequence(first_seq, last_offset_delta), first_offset,
-                                           first_offset + last_offset_delta))
+            return None
+        return entry
+
+    def snapshot_entries(self, open_transactions: dict[int, int]) -> list[ProducerSnapshotEntry]:
+        """Every producer as a ``.snapshot`` holds it: its last batch, and the first offset of its open
+        transaction (``open_transactions``: producer id to that offset)."""
+        out = []
+        for producer_id, entry in self.producers.items():
+            last = entry.batches[-1] if entry.batches else None
+            out.append(ProducerSnapshotEntry(
+                producer_id, entry.epoch,
+                last.last_seq if last else -1, last.last_offset if last else -1,
+                last.last_offset - last.first_offset if last else 0,
+                entry.last_timestamp, entry.coordinator_epoch, open_transactions.get(producer_id, -1)))
+        return out
 
 
 _PRODUCER_FIELDS = struct.Struct(">qhi")   # producer id, producer epoch, base sequence: at byte 43 of a v2 batch
 _BASE_OFFSET = struct.Struct(">q")
 _LAST_OFFSET_DELTA = struct.Struct(">i")   # at byte 23
+_MAX_TIMESTAMP = struct.Struct(">q")       # at byte 35
+_CONTROL_BIT = 0x20                        # in the low byte of the attributes (byte 22)
+_END_MARKERS = (ControlRecordType.COMMIT, ControlRecordType.ABORT)
 
 
 def feed_batch(states: ProducerStates, data: bytes | bytearray) -> None:
-    """``on_batch`` from a whole batch's bytes as the log holds them (v0/v1 batches carry no producer)."""
+    """``on_batch`` (or ``on_marker``) from a whole batch's bytes as the log holds them (v0/v1 batches
+    carry no producer)."""
     if len(data) < 61 or data[MAGIC_OFFSET] < 2:
         return
     producer_id, epoch, first_seq = _PRODUCER_FIELDS.unpack_from(data, 43)
-    if producer_id < 0 or first_seq < 0:
+    if producer_id < 0:
+        return
+    if data[22] & _CONTROL_BIT:
+        _feed_marker(states, producer_id, epoch, data)
+        return
+    if first_seq < 0:
         return
     states.on_batch(producer_id, epoch, first_seq, _LAST_OFFSET_DELTA.unpack_from(data, 23)[0],
-                    _BASE_OFFSET.unpack_from(data, 0)[0])
+                    _BASE_OFFSET.unpack_from(data, 0)[0], _MAX_TIMESTAMP.unpack_from(data, 35)[0])
+
+
+def _feed_marker(states: ProducerStates, producer_id: int, epoch: int, data: bytes | bytearray) -> None:
+    try:
+        records = decode_records(data)
+        if not records or parse_control_key(records[0].key) not in _END_MARKERS:
+            return
+        coordinator_epoch = parse_end_txn_marker(records[0].value)
+    except CorruptRecordError:
+        return   # the batch is in the log already; a marker Kafka could not read changes no producer
+    states.on_marker(producer_id, epoch, coordinator_epoch, _MAX_TIMESTAMP.unpack_from(data, 35)[0])
