@@ -333,6 +333,74 @@ def test_kafka_serves_and_recovers_what_stratalog_wrote(broker: KafkaBroker, tmp
                          "files than stratalog wrote:\n" + "\n".join(changed))
 
 
+def _write_producers_partition(data_dir: Path, topic: str, now: int) -> int:
+    """A stratalog partition where producer 1001 wrote only in its first segment and 1002 in its last;
+    returns the log end."""
+    manager = open_log_manager([data_dir])
+    try:
+        TopicAdmin(manager).create_topic(topic, 1, {"segment.bytes": SL_SEGMENT_BYTES, "retention.ms": -1})
+        log = manager.get_log(topic, 0)
+        for n in range(3):                                     # producer 1001, epoch 2: sequences 0..8
+            log.append(build_batch([Record(i, now + n, b"a", b"1001") for i in range(3)], producer_id=1001,
+                                   producer_epoch=2, base_sequence=3 * n))
+        while len(log.segments) < 5:                           # the last two segments hold nothing of 1001
+            log.append(build_batch([Record(0, now, None, b"p" * 300)]))
+        log.append(build_batch([Record(i, now + 50, b"b", b"1002") for i in range(2)], producer_id=1002,
+                               producer_epoch=0, base_sequence=40))
+        return log.log_end_offset
+    finally:
+        manager.close()
+
+
+def _describe_producers(toolchain: KafkaToolchain, broker: KafkaBroker, topic: str) -> dict[int, dict[str, str]]:
+    """``kafka-transactions.sh describe-producers``: the producers the broker's partition knows, by id."""
+    result = toolchain.java("org.apache.kafka.tools.TransactionsCommand",
+                            ["--bootstrap-server", broker.bootstrap, "describe-producers", "--topic", topic,
+                             "--partition", "0"])
+    assert result.returncode == 0, result.describe()
+    lines = [line.split() for line in result.stdout.splitlines() if line.strip()]
+    assert lines and lines[0][0] == "ProducerId", result.describe()
+    return {int(row[0]): dict(zip(lines[0], row)) for row in lines[1:]}
+
+
+def test_kafka_loading_a_stratalog_directory_knows_its_idempotent_producers(
+        broker: KafkaBroker, kafka_toolchain: KafkaToolchain, tmp_path: Path) -> None:  # noqa: F811
+    """stratalog's producer snapshots (at every roll and at shutdown) are what a Kafka broker loads its
+    producers from. Without them a broker after a clean shutdown knows none: it then takes empty
+    snapshots at its last segments instead of scanning the log, and would take a retried batch of
+    1001 or 1002 again, or refuse their next one."""
+    topic = "producers"
+    broker.start()
+    broker.create_topic(topic, {"retention.ms": -1})
+    broker.wait_for_leader(topic, 0)
+    broker.stop()
+    now = int(time.time() * 1000)                              # producer.id.expiration.ms counts from these
+    end = _write_producers_partition(tmp_path / "stratalog-data", topic, now)
+    built = tmp_path / "stratalog-data" / f"{topic}-0"
+    partition_dir = broker.log_dir / f"{topic}-0"
+    for path in segment_files(partition_dir, ("log", "index", "timeindex", "txnindex", "snapshot")):
+        path.unlink()
+    for path in segment_files(built, ("log", "index", "timeindex", "snapshot")):
+        shutil.copy2(path, partition_dir / path.name)
+    assert (partition_dir / f"{end:020d}.snapshot").exists(), "no snapshot at the log end after a clean close"
+    path = broker.log_dir / "recovery-point-offset-checkpoint"
+    entries = read_offsets_checkpoint(path)
+    entries[(topic, 0)] = end
+    write_offsets_checkpoint(path, entries)
+    (partition_dir / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n", encoding="utf-8")
+
+    broker.start()
+    try:
+        broker.wait_for_leader(topic, 0)
+        producers = _describe_producers(kafka_toolchain, broker, topic)
+    finally:
+        broker.stop()
+    assert {pid: (p["ProducerEpoch"], p["LastSequence"], p["LastTimestamp"]) for pid, p in producers.items()} == {
+        1001: ("2", "8", str(now + 2)),
+        1002: ("0", "41", str(now + 50)),
+    }, broker.describe_output()
+
+
 # -- b. stratalog reads Kafka ------------------------------------------------------------------------
 
 KAFKA_SEGMENT_BYTES = 16 * 1024

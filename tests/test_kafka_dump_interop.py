@@ -567,3 +567,39 @@ def test_segments_and_indexes_follow_kafkas_rules(topic: str, written: dict[str,
         assert _index_entries(segment.index) == index, f"{segment.index}: entries differ from Kafka's rule"
         assert _time_index_entries(segment.time_index) == time_index, \
             f"{segment.time_index}: entries differ from Kafka's rule"
+
+
+def _expected_snapshot(topic: WrittenTopic, offset: int) -> list[str]:
+    """Kafka's lines for a snapshot at ``offset``: the one idempotent producer's last batch below it."""
+    written = [b for b in topic.batches if b.producer_id >= 0 and b.last_offset < offset]
+    if not written:
+        return []
+    last = written[-1]
+    count = len(last.records)
+    return [f"producerId: {last.producer_id} producerEpoch: {last.producer_epoch} coordinatorEpoch: -1 "
+            f"currentTxnFirstOffset: OptionalLong.empty lastTimestamp: {last.max_timestamp} "
+            f"firstSequence: {last.base_sequence} lastSequence: {last.base_sequence + count - 1} "
+            f"lastOffset: {last.last_offset} offsetDelta: {count - 1} timestamp: {last.max_timestamp}"]
+
+
+def test_kafka_reads_the_producer_snapshots_as_written(kafka_toolchain: KafkaToolchain,  # noqa: F811
+                                                       written: dict[str, WrittenTopic]) -> None:
+    """A snapshot at every roll (named by the new segment) and one at shutdown (the log end); Kafka's
+    tool finds in each the idempotent producer's last batch below it, as appended."""
+    files: list[Path] = []
+    expected: dict[str, list[str]] = {}
+    for topic in written.values():
+        end = topic.batches[-1].last_offset + 1
+        offsets = sorted({s.base_offset for s in topic.segments[1:]} | {end})
+        found = sorted(int(p.name[:20]) for p in topic.directory.glob("*.snapshot"))
+        assert found == offsets, f"{topic.scenario.topic}: snapshots at {found}, rolls and the end at {offsets}"
+        for offset in offsets:
+            path = topic.directory / f"{offset:020d}.snapshot"
+            files.append(path)
+            expected[str(path)] = _expected_snapshot(topic, offset)
+    assert sum(1 for lines in expected.values() if lines) > len(written), "too few producers to test anything"
+    result = kafka_toolchain.dump_log_segments(files)
+    assert result.returncode == 0 and not result.stderr.strip(), result.describe()
+    sections = _sections(result)
+    for name, lines in expected.items():
+        _assert_lines(sections.get(name), lines, name, result)

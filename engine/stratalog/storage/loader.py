@@ -36,11 +36,13 @@ from stratalog.common.names import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TopicPartition,
     parse_segment_file,
 )
+from stratalog.storage.producer_snapshot import delete_producer_snapshots, stale_snapshots
 from stratalog.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class LoadReport:
     recovered_segments: list[int] = field(default_factory=list)
     truncated_bytes: int = 0
     deleted_segments_after_corruption: list[int] = field(default_factory=list)
+    deleted_stale_snapshots: list[int] = field(default_factory=list)
 
 
 def load_log(
@@ -76,7 +79,8 @@ def load_log(
     # Recovery re-reads every segment from the one holding the recovery point, so their
     # indexes need no check first (Kafka skips it for the same reason).
     recovered_from = None if had_clean_shutdown else recovery_point
-    segments = _load_segments(directory, config, clock, report, recovered_from)
+    snapshots: list[int] = []
+    segments = _load_segments(directory, config, clock, report, recovered_from, snapshots)
     epoch_cache = LeaderEpochCache(directory)
 
     if not had_clean_shutdown and segments:
@@ -98,8 +102,13 @@ def load_log(
     start = max(log_start_offset, segments[0].base_offset)
     epoch_cache.truncate_from_end(log_end)
     epoch_cache.truncate_from_start(start)
+    stale = stale_snapshots(snapshots, {s.base_offset for s in segments}, log_end)
+    if stale:
+        delete_producer_snapshots(directory, stale)
+        report.deleted_stale_snapshots.extend(stale)
     log = Log(directory, tp, config, segments, log_start_offset=start, recovery_point=recovery,
-              leader_epoch_cache=epoch_cache, clock=clock, failure_channel=failure_channel)
+              leader_epoch_cache=epoch_cache, clock=clock, failure_channel=failure_channel,
+              producer_snapshots=sorted(set(snapshots) - set(stale)))
     return log, report
 
 
@@ -166,7 +175,8 @@ def _complete_swaps(directory: Path, config: LogConfig, report: LoadReport) -> N
 
 
 def _load_segments(directory: Path, config: LogConfig, clock: Clock, report: LoadReport,
-                   recovered_from: int | None) -> list[LogSegment]:
+                   recovered_from: int | None, snapshots: list[int]) -> list[LogSegment]:
+    """The segments, opened (and their indexes checked); ``snapshots`` gets the producer snapshots' offsets."""
     log_bases: set[int] = set()
     index_files: list[tuple[int, str, str]] = []
     for name in os.listdir(directory):   # names, not Paths: a directory may hold tens of thousands
@@ -177,6 +187,8 @@ def _load_segments(directory: Path, config: LogConfig, clock: Clock, report: Loa
             log_bases.add(parsed.base_offset)
         elif parsed.kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             index_files.append((parsed.base_offset, parsed.kind, name))
+        elif parsed.kind == SNAPSHOT_SUFFIX:
+            snapshots.append(parsed.base_offset)
     indexed: dict[int, int] = {}   # base offset → how many of its two index files are there
     for base, _, name in index_files:
         if base not in log_bases:

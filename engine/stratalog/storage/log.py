@@ -19,7 +19,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from stratalog.common.errors import (
 )
 from stratalog.storage.leader_epoch import LeaderEpochCache
 from stratalog.storage.log_dir_failure import LogDirFailureChannel
+from stratalog.storage.producer_snapshot import delete_producer_snapshots, write_producer_snapshot
 from stratalog.storage.producer_state import BatchMetadata, ProducerStates, feed_batch, last_sequence
 from stratalog.common.crash_points import crash_point
 from stratalog.common.names import (
@@ -135,6 +136,7 @@ class Log:
         leader_epoch_cache: LeaderEpochCache,
         clock: Clock = wall_clock_ms,
         failure_channel: LogDirFailureChannel | None = None,
+        producer_snapshots: Iterable[int] = (),
     ) -> None:
         if not segments:
             raise ValueError(f"{topic_partition}: a log needs at least one segment")
@@ -168,6 +170,8 @@ class Log:
         self._producers: ProducerStates | None = None   # built with _transactions, by the same scan
         self._transactions_scan = threading.Lock()
         self._truncations = 0   # a scan that a truncation overtook starts again
+        # The offsets of this partition's producer ``.snapshot`` files, sorted (written for Kafka).
+        self._snapshots: list[int] = sorted(producer_snapshots)
 
     def __repr__(self) -> str:
         return f"Log({self.topic_partition}, segments={len(self._bases)}, LEO={self.log_end_offset})"
@@ -487,7 +491,25 @@ class Log:
             # Kafka flushes the rolled segments asynchronously; synchronously here keeps the
             # recovery point honest without a background thread.
             self.flush(new_offset)
+            self._take_producer_snapshot(new_offset)
             return segment
+
+    def _take_producer_snapshot(self, offset: int) -> None:
+        """Kafka's ``takeSnapshot`` at ``offset`` (the log end), under the lock: only when the producers'
+        state is known (its scan is not worth stalling a roll or a shutdown for; Kafka, finding no
+        snapshot here, starts from an older one or from the log) and newer than the last snapshot."""
+        if self._producers is None or self._transactions is None:
+            return
+        if self._snapshots and offset <= self._snapshots[-1]:
+            return
+        write_producer_snapshot(self.dir, offset, self._producers.snapshot_entries(self._transactions.ongoing))
+        self._snapshots.append(offset)
+
+    def _delete_producer_snapshots(self, doomed: Callable[[int], bool]) -> None:
+        gone = [offset for offset in self._snapshots if doomed(offset)]
+        if gone:
+            self._snapshots = [offset for offset in self._snapshots if not doomed(offset)]
+            delete_producer_snapshots(self.dir, gone)
 
     # -- read -------------------------------------------------------------------------------
     def read(self, start_offset: int, max_bytes: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
@@ -716,6 +738,7 @@ class Log:
             # start offset to the target, which can leave it past the end).
             end = self.log_end_offset
             self.epoch_cache.truncate_from_end(end)
+            self._delete_producer_snapshots(lambda offset: offset > end)
             self.log_start_offset = min(self.log_start_offset, end)
             self.recovery_point = min(self.recovery_point, end)
             self.high_watermark = min(self.high_watermark, end)
@@ -731,6 +754,7 @@ class Log:
             self._segments[offset] = segment
             self._bases = [offset]
             self.epoch_cache.clear()
+            self._delete_producer_snapshots(lambda _: True)
             self.log_start_offset = offset
             self.recovery_point = offset
             self.high_watermark = offset
@@ -775,6 +799,8 @@ class Log:
                 crash_point("swap.old_deleted")
             new.change_suffix(SWAP_SUFFIX, "")
             crash_point("swap.renamed_to_final")
+            replaced = {s.base_offset for s in old} - {new.base_offset}
+            self._delete_producer_snapshots(replaced.__contains__)   # as Kafka's replaceSegments
             self._segments[new.base_offset] = new
             bisect.insort(self._bases, new.base_offset)
             fsync_dir(self.dir)
@@ -798,12 +824,16 @@ class Log:
         # Files are renamed at once but stay open until physically deleted, so a reader
         # that picked the segment up a moment ago still reads the bytes it expects.
         due = self.clock() + self.config.file_delete_delay_ms
+        removed = set()
         for segment in segments:
             if self._segments.pop(segment.base_offset, None) is None:
                 continue
             self._bases.remove(segment.base_offset)
             self._pending_deletes.append((due, segment))  # before the rename: closed even if it fails
             segment.change_suffix("", DELETED_SUFFIX)
+            removed.add(segment.base_offset)
+        # A snapshot goes with the segment starting at its offset (Kafka's deleteProducerSnapshots).
+        self._delete_producer_snapshots(removed.__contains__)
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """Physically remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
@@ -852,6 +882,11 @@ class Log:
                 return
             offline = self.offline
             failed: OSError | None = None
+            if not offline:
+                try:
+                    self._take_producer_snapshot(self.log_end_offset)   # Kafka's snapshot at shutdown
+                except OSError as error:
+                    failed = error
             for segment in self.segments:
                 try:
                     segment.close_files() if offline else segment.close()
