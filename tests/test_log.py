@@ -341,3 +341,20 @@ def test_only_a_small_uncompressed_batch_kept_as_sent_is_tried_on_an_event_loop(
     assert not log.may_append_inline([batch(1, value_size=(1 << 20) + 1)])
     assert not log.may_append_inline([batch(1), batch(1)])
     assert not make_log("recompressed-0", compression_type="zstd").may_append_inline([batch(3)])
+
+
+def test_a_header_scan_yields_every_batch_with_its_header_and_steps_over_large_ones(make_log):
+    from stratalog.storage.file_records import HEADER_SCAN_CHUNK
+    log = make_log()
+    sizes = [10, 3 * HEADER_SCAN_CHUNK, 100, 2 * HEADER_SCAN_CHUNK + 7, 10]   # large ones straddle the reads
+    for n, size in enumerate(sizes):
+        log.append(build_batch([Record(0, 1000 + n, None, b"v" * size)]))
+    records = log.active_segment.log
+    whole = list(records.batches_with_data())
+    heads = list(records.batch_headers())
+    assert [info for info, _ in heads] == [info for info, _ in whole]
+    assert [head for _, head in heads] == [data[:61] for _, data in whole]
+    with open(records.path, "ab") as file:    # a torn tail: a header whose batch never made it whole
+        file.write(whole[-1][1][:70])
+    records._size += 70
+    assert [info for info, _ in records.batch_headers()] == [info for info, _ in whole]

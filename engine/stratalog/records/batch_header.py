@@ -40,7 +40,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
+CONTROL_BIT = 0x20
 _DELETE_HORIZON_BIT = 0x40
 # Kafka's computeAttributes only ever produces bits 0-6; rewriting the
 # attributes (setMaxTimestamp) therefore clears the unused bits 7-15.
@@ -122,7 +122,7 @@ class BatchHeader:
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_BIT)
+        return bool(self.attributes & CONTROL_BIT)
 
     @property
     def has_delete_horizon(self) -> bool:
@@ -165,7 +165,7 @@ def attributes_for(
     if is_transactional:
         attrs |= TRANSACTIONAL_BIT
     if is_control:
-        attrs |= _CONTROL_BIT
+        attrs |= CONTROL_BIT
     if has_delete_horizon:
         attrs |= _DELETE_HORIZON_BIT
     return attrs

@@ -24,6 +24,8 @@ from stratalog.records.varint import Buffer
 HEADER_SIZE_UP_TO_MAGIC = LOG_OVERHEAD + 5  # offset, size, v2 leader epoch / v0-v1 crc, magic
 
 _OFFSET_SIZE_TO_MAGIC = struct.Struct(">qi4xb")
+# The bytes peek_batch reads of each format: v2 up to its record count, v1 up to its timestamp.
+_HEADER_SIZES = {2: RECORDS_COUNT_OFFSET + 4, 1: 26, 0: HEADER_SIZE_UP_TO_MAGIC + 1}
 _V2_TAIL = struct.Struct(">6xi8xq")  # from byte 17: crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -51,12 +53,14 @@ class BatchInfo:
         return self.last_offset + 1
 
 
-def peek_batch(buf: Buffer, pos: int, *, source: str | None = None, at: int | None = None) -> BatchInfo | None:
+def peek_batch(buf: Buffer, pos: int, *, source: str | None = None, at: int | None = None,
+               header_only: bool = False) -> BatchInfo | None:
     """Read the batch at ``pos`` from its header only.
 
     Returns None for a partial tail: at most 17 bytes left (Kafka's
     ``position >= end - HEADER_SIZE_UP_TO_MAGIC``) or fewer bytes than the entry
-    declares - the caller may read more.  ``at`` is the position to report (a
+    declares - the caller may read more; with ``header_only``, fewer than its header's (61 bytes
+    for v2): the caller then checks the declared size against its end.  ``at`` is the position to report (a
     file reader's buffer starts mid-file); default ``pos``.  Raises CorruptRecordError for a size
     field below 14, a magic other than 0/1/2, a v1 entry too short for its
     timestamp or a v2 batchLength below 49.
@@ -71,7 +75,7 @@ def peek_batch(buf: Buffer, pos: int, *, source: str | None = None, at: int | No
             source=source,
         )
     total = LOG_OVERHEAD + size
-    if total > len(buf) - pos:
+    if total > len(buf) - pos and not (header_only and len(buf) - pos >= _HEADER_SIZES.get(magic, 0)):
         return None
     if magic == 2:
         if size < MIN_BATCH_LENGTH:

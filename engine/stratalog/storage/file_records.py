@@ -19,6 +19,8 @@ from stratalog.records import LOG_OVERHEAD, MAGIC_OFFSET, BatchInfo, peek_batch
 
 _MIN_HEADER = MAGIC_OFFSET + 1  # offset, size, leader epoch, magic: enough to know a batch's size and format
 SCAN_CHUNK = 1 << 20
+HEADER_SCAN_CHUNK = 1 << 16   # what a header scan reads at a time: several small batches, or one large one's start
+_HEADER_READ_AHEAD = 61      # a v2 batch's header, the most of any format a header scan needs
 
 
 class FileRecords:
@@ -159,6 +161,28 @@ class FileRecords:
             if info is None:
                 return
             yield info, (buffer, relative)
+            position += info.size
+
+    def batch_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[BatchInfo, bytes]]:
+        """Each batch with only its first bytes (a v2 batch's whole 61-byte header), for scans of
+        producers and transaction flags: a large batch is stepped over, not read (``read`` fetches a
+        batch whole when one needs it). Stops and raises as ``batches`` does."""
+        limit = self._size if end is None else min(end, self._size)
+        position = start
+        buffer, buffer_start = b"", position
+        source = str(self.path)
+        while position < limit:
+            relative = position - buffer_start
+            if len(buffer) - relative < _HEADER_READ_AHEAD:
+                buffer = self.read(position, min(HEADER_SCAN_CHUNK, limit - position))
+                buffer_start, relative = position, 0
+            try:
+                info = peek_batch(buffer, relative, source=source, at=position, header_only=True)
+            except CorruptRecordError as error:
+                raise CorruptRecordError(position + error.position - relative, error.reason, source=source) from None
+            if info is None or position + info.size > limit:
+                return   # a torn tail, as in ``batches``
+            yield info, buffer[relative : relative + min(info.size, _HEADER_READ_AHEAD)]
             position += info.size
 
     def batch_bytes(self, info: BatchInfo) -> bytes:

@@ -56,7 +56,7 @@ from stratalog.records import (
     set_offsets_in_place,
     validate_batch,
 )
-from stratalog.records.batch_header import ATTRIBUTES_OFFSET
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT
 from stratalog.records.transactions import AbortedTransaction, TransactionState
 from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.segment import LogSegment, RollParams, SegmentSlice
@@ -916,12 +916,16 @@ def _decode_with_type(info: BatchInfo, batch: bytes, source: str) -> tuple[Times
 
 def _feed_transactions(state: TransactionState, producers: ProducerStates, segments: list[LogSegment], start: int,
                        end: int | None) -> None:
-    """Feed the states the batches of ``segments`` from ``start`` to ``end`` (None: to their end)."""
+    """Feed the states the batches of ``segments`` from ``start`` to ``end`` (None: to their end).
+    Headers are all they need, but of a control batch (a transaction marker) its record too."""
     for segment in segments:
-        for info, data in segment.log.batches_with_data(0):
+        for info, head in segment.log.batch_headers(0):
             if end is not None and info.base_offset >= end:
                 return
             if info.last_offset >= start:
+                data = head
+                if info.magic >= 2 and head[ATTRIBUTES_OFFSET + 1] & CONTROL_BIT:
+                    data = segment.log.read(info.position, info.size)
                 state.on_batch(data)
                 feed_batch(producers, data)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from stratalog.common.errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError
 from stratalog.records import MAGIC_OFFSET, decode_records
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT
 from stratalog.records.control import ControlRecordType, parse_control_key, parse_end_txn_marker
 from stratalog.storage.producer_snapshot import ProducerSnapshotEntry
 
@@ -133,7 +134,6 @@ _PRODUCER_FIELDS = struct.Struct(">qhi")   # producer id, producer epoch, base s
 _BASE_OFFSET = struct.Struct(">q")
 _LAST_OFFSET_DELTA = struct.Struct(">i")   # at byte 23
 _MAX_TIMESTAMP = struct.Struct(">q")       # at byte 35
-_CONTROL_BIT = 0x20                        # in the low byte of the attributes (byte 22)
 _END_MARKERS = (ControlRecordType.COMMIT, ControlRecordType.ABORT)
 
 
@@ -145,7 +145,7 @@ def feed_batch(states: ProducerStates, data: bytes | bytearray) -> None:
     producer_id, epoch, first_seq = _PRODUCER_FIELDS.unpack_from(data, 43)
     if producer_id < 0:
         return
-    if data[22] & _CONTROL_BIT:
+    if data[ATTRIBUTES_OFFSET + 1] & CONTROL_BIT:
         _feed_marker(states, producer_id, epoch, data)
         return
     if first_seq < 0:

@@ -214,7 +214,7 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
         """The first batch whose last offset is ≥ ``offset`` (index lookup, then a header scan)."""
         _, position = self.offset_index.lookup(offset)
-        for info in self.log.batches(max(position, starting_position), chunk=64 * 1024):
+        for info, _ in self.log.batch_headers(max(position, starting_position)):   # steps over large batches
             if info.last_offset >= offset:
                 return info
         return None
