@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import io
 import types
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,13 +66,7 @@ def read_request(frame: bytes) -> Request:
         raise MalformedFrame(f"a request frame of {len(frame)} bytes is shorter than a request header (8 bytes)")
     api_key = int.from_bytes(frame[0:2], "big", signed=True)
     api_version = int.from_bytes(frame[2:4], "big", signed=True)
-    try:
-        request_module = kio.index.load_payload_module(api_key, api_version, EntityType.request)
-        response_module = kio.index.load_payload_module(api_key, api_version, EntityType.response)
-    except kio.index.KioIndexError as error:
-        raise MalformedFrame(f"API key {api_key} version {api_version} is unknown: {error}") from None
-    request_class = _payload_class(request_module, EntityType.request)
-    response_class = _payload_class(response_module, EntityType.response)
+    request_class, response_class = _classes(api_key, api_version)
     try:
         header, used = entity_reader(request_class.__header_schema__)(frame, 0)
         body, body_size = entity_reader(request_class)(frame, used)
@@ -85,6 +80,19 @@ def read_request(frame: bytes) -> Request:
                    response_class.__header_schema__)
 
 
+@functools.lru_cache(maxsize=None)
+def _classes(api_key: int, api_version: int) -> tuple[Any, Any]:
+    """The kio request and response classes of an API version. Cached: kio finds them by importing
+    modules by name, which costs a consumer's fetch more than its own answer (only found ones are
+    kept; the listener lets through only the versions it offers)."""
+    try:
+        request_module = kio.index.load_payload_module(api_key, api_version, EntityType.request)
+        response_module = kio.index.load_payload_module(api_key, api_version, EntityType.response)
+    except kio.index.KioIndexError as error:
+        raise MalformedFrame(f"API key {api_key} version {api_version} is unknown: {error}") from None
+    return _payload_class(request_module, EntityType.request), _payload_class(response_module, EntityType.response)
+
+
 def _payload_class(module: types.ModuleType, kind: EntityType) -> Any:
     for value in vars(module).values():
         if isinstance(value, type) and getattr(value, "__type__", None) is kind:
@@ -92,44 +100,61 @@ def _payload_class(module: types.ModuleType, kind: EntityType) -> Any:
     raise MalformedFrame(f"{module.__name__} has no {kind.name} class")
 
 
-def write_response(request: Request, values: Mapping[str, Any]) -> bytes:
-    """The response frame, size prefix included, of ``values`` in the request's version."""
+def write_response(request: Request, values: Mapping[str, Any]) -> memoryview:
+    """The response frame, size prefix included, of ``values`` in the request's version (a view of
+    the buffer it was written to: a fetch's megabyte is not copied once more)."""
     body = io.BytesIO()
     body.write(b"\0\0\0\0")
     entity_writer(request.response_header)(body, request.response_header(correlation_id=request.correlation_id))
     entity_writer(request.response_class)(body, build(request.response_class, values))
     frame = body.getbuffer()
     frame[0:4] = (len(frame) - 4).to_bytes(4, "big")
-    return bytes(frame)
+    return frame
 
 
 def build(cls: Any, values: Mapping[str, Any]) -> Any:
     """An instance of the kio class ``cls`` from plain values, nested dicts and lists included."""
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in values:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise KeyError(f"{cls.__module__}.{cls.__qualname__} needs {f.name!r}")
+    for name, required, convert in _plan(cls):
+        if name not in values:
+            if required:
+                raise KeyError(f"{cls.__module__}.{cls.__qualname__} needs {name!r}")
             continue
-        kwargs[f.name] = _convert(f.type, f.metadata.get("kafka_type"), values[f.name])
+        kwargs[name] = convert(values[name])
     return cls(**kwargs)
 
 
-def _convert(annotation: Any, kafka_type: str | None, value: Any) -> Any:
-    if value is None:
-        return None
+Converter = Callable[[Any], Any]
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(cls: Any) -> tuple[tuple[str, bool, Converter], ...]:
+    """Each field of a kio class: its name, whether it must be given, and how a plain value becomes
+    its type. Worked out once per class, not on every response (the introspection cost more than
+    the rest of a small answer)."""
+    return tuple((f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                  _converter(f.type, f.metadata.get("kafka_type")))
+                 for f in dataclasses.fields(cls))
+
+
+def _converter(annotation: Any, kafka_type: str | None) -> Converter:
     annotation = _not_none(annotation)
     if typing.get_origin(annotation) is tuple:
-        item = typing.get_args(annotation)[0]
-        return tuple(_convert(item, kafka_type, v) for v in value)
+        item = _converter(typing.get_args(annotation)[0], kafka_type)
+        return lambda value: None if value is None else tuple(item(v) for v in value)
     if dataclasses.is_dataclass(annotation):
-        return build(annotation, value)
+        return lambda value: None if value is None else build(annotation, value)
     if kafka_type == "error_code":
-        return ErrorCode(value)
+        return lambda value: None if value is None else ErrorCode(value)
     if kafka_type == "timedelta_i32":
-        return i32Timedelta.parse(datetime.timedelta(milliseconds=value))
+        return lambda value: None if value is None else i32Timedelta.parse(datetime.timedelta(milliseconds=value))
     if kafka_type == "datetime_i64":
-        return None if value < 0 else datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc)
+        return lambda value: (None if value is None or value < 0
+                              else datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc))
+    return _unchanged
+
+
+def _unchanged(value: Any) -> Any:
     return value
 
 

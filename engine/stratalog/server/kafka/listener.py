@@ -158,7 +158,7 @@ class KafkaListener:
     def _unauthenticated(self, session: SaslSession) -> bool:
         return self.ctx.access.enabled and session.principal is None
 
-    async def _answer(self, frame: bytes, peer: object, session: SaslSession) -> bytes | None:
+    async def _answer(self, frame: bytes, peer: object, session: SaslSession) -> memoryview | bytes | None:
         """The response frame; empty when none is due (acks=0); None to close the connection."""
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
         sasl = self.ctx.access.enabled
@@ -203,7 +203,7 @@ def _host_of(peer: object) -> str:
     return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
 
 
-def _unsupported_api_versions(correlation_id: int, sasl: bool) -> bytes:
+def _unsupported_api_versions(correlation_id: int, sasl: bool) -> memoryview:
     request = Request(api_versions.API_VERSIONS, 0, correlation_id, None, ApiVersionsRequestV0(),
                       ApiVersionsResponseV0, ApiVersionsResponseV0.__header_schema__)
     return write_response(request, api_versions.api_versions_response(api_versions.UNSUPPORTED_VERSION, sasl=sasl))
