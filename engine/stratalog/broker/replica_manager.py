@@ -242,27 +242,18 @@ class ReplicaManager:
     async def fetch(self, tp: TopicPartition, offset: int | None, max_bytes: int, max_wait_ms: int,
                     isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> FetchedBatches:
         """Whole batches from ``offset`` (the log start offset if None), up to the high watermark (the
-        last stable offset for read_committed).
+        last stable offset for read_committed): ``fetch_many`` of one partition, its error raised.
 
         With nothing to return it waits up to ``max_wait_ms`` for an append (Kafka's DelayedFetch),
-        then reads again.
+        then reads again; ``read_seconds`` is the time of the read that answered.
         """
         self._leader_or_refuse(tp, "fetch from")
-        log = self.log(tp)
-        start = log.log_start_offset if offset is None else offset
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max_wait_ms / 1000
-        read_seconds = 0.0
-        while True:
-            event = self.signals.event(tp)  # before the read: an append in between still wakes us
-            fetched = await self.run(read_whole_batches, log, start, max_bytes, isolation)
-            read_seconds += fetched.read_seconds
-            remaining = deadline - loop.time()
-            if fetched.batches or remaining <= 0 or self.shutting_down:
-                return dataclasses.replace(fetched, read_seconds=read_seconds)
-            await self.signals.wait(event, remaining)
+        start = self.log(tp).log_start_offset if offset is None else offset
+        [answer] = await self.fetch_many([(tp, start, max_bytes)], max_wait_ms, 1, max_bytes, isolation)
+        if isinstance(answer, StratalogError):
+            raise answer
+        return answer
 
-    # -- replication: a follower's fetch ----------------------------------------------------------
     async def fetch_many(self, reads: Sequence[tuple[TopicPartition, int, int]], max_wait_ms: int, min_bytes: int,
                          max_bytes: int, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
                          ) -> list[FetchedBatches | StratalogError]:
@@ -304,6 +295,7 @@ class ReplicaManager:
                 return results
             await self.signals.wait_any(events, remaining)
 
+    # -- replication: a follower's fetch ----------------------------------------------------------
     async def replica_fetch(self, tp: TopicPartition, fetch: ReplicaFetch, max_wait_ms: int,
                             min_bytes: int = 1) -> ReplicaFetchResult:
         """A follower's fetch of one partition: ``replica_fetch_many`` with one entry, its error raised."""
