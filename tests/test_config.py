@@ -88,6 +88,9 @@ KAFKA_4_ENGINE_DEFAULTS: dict[str, str | None] = {
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.min.bytes": "1",
     "request.timeout.ms": "30000",
+    # Idempotent producers (TransactionLogConfig of Kafka 4).
+    "producer.id.expiration.ms": "86400000",
+    "producer.id.expiration.check.interval.ms": "600000",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
@@ -169,6 +172,8 @@ ENGINE_INTEGER_RANGES = {
     "replica.fetch.wait.max.ms": (0, INT32_MAX),
     "replica.fetch.min.bytes": (1, INT32_MAX),
     "request.timeout.ms": (0, INT32_MAX),
+    "producer.id.expiration.ms": (1, INT32_MAX),
+    "producer.id.expiration.check.interval.ms": (1, INT32_MAX),
     "group.initial.rebalance.delay.ms": (0, INT32_MAX),
     "group.min.session.timeout.ms": (1, INT32_MAX),
     "group.max.session.timeout.ms": (1, INT32_MAX),

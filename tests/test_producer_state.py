@@ -98,3 +98,51 @@ def test_an_out_of_order_batch_among_several_refuses_them_all(make_log):
     assert log.size == size and log.log_end_offset == 2
     infos = log.append_batches([idempotent_batch(2, 2), idempotent_batch(4, 1)])
     assert [(i.first_offset, i.last_offset) for i in infos] == [(2, 3), (4, 4)]
+
+
+# -- expiration (producer.id.expiration.ms) ---------------------------------------------------------------
+
+def test_a_producer_idle_past_the_expiration_is_forgotten_unless_its_transaction_is_open():
+    states = ProducerStates()
+    states.on_batch(1, 0, 0, 0, 0, max_timestamp=1_000)        # idle since 1 000
+    states.on_batch(2, 0, 0, 0, 1, max_timestamp=5_000)        # recent
+    states.on_batch(3, 0, 0, 0, 2, max_timestamp=1_000)        # idle, but its transaction is open
+    assert states.remove_expired(now_ms=11_000, expiration_ms=10_000, open_transactions={3: 2}) == [1]
+    assert sorted(states.producers) == [2, 3]
+    assert states.remove_expired(now_ms=14_999, expiration_ms=10_000, open_transactions={3: 2}) == []
+
+
+def test_a_log_forgets_expired_producers_which_may_then_start_at_any_sequence(make_log):
+    log = make_log()
+    log.append(idempotent_batch(0, 3))                          # timestamps 1_700_000_000_000..002
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(idempotent_batch(9, 1))
+    assert log.remove_expired_producers(1_700_000_000_002 + 1000, 1000) == 1
+    info = log.append(idempotent_batch(9, 1))                   # unknown again: KIP-360
+    assert info.first_offset == 3
+
+
+def test_the_engine_forgets_expired_producers_on_its_schedule_under_kafkas_settings(tmp_path):
+    from stratalog.broker.engine import Engine
+    from stratalog.broker.topics import TopicAdmin
+    from stratalog.common.config import EngineConfig
+    config = EngineConfig.from_properties({"producer.id.expiration.ms": "1000",
+                                           "producer.id.expiration.check.interval.ms": "50",
+                                           "log.initial.task.delay.ms": "0"})
+    assert (config.producer_id_expiration_ms, config.producer_id_expiration_check_interval_ms) == (1000, 50)
+    assert EngineConfig.defaults().producer_id_expiration_ms == 86_400_000   # Kafka's day
+    engine = Engine([tmp_path / "data"], {"producer.id.expiration.ms": "1000",
+                                          "producer.id.expiration.check.interval.ms": "50",
+                                          "log.initial.task.delay.ms": "0"}).start()
+    try:
+        TopicAdmin(engine.manager).create_topic("t", 1, {})
+        log = engine.manager.get_log("t", 0)
+        log.append(idempotent_batch(0, 1))                     # a timestamp long past
+        import time
+        deadline = time.monotonic() + 10
+        while log._producers is not None and log._producers.producers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert log._producers is not None and log._producers.producers == {}
+        assert engine.tasks["producer-expiration"].runs >= 1
+    finally:
+        engine.stop()

@@ -177,6 +177,11 @@ class Engine:
         result: dict[str, int] = self._record("deletion", task)
         return result
 
+    def remove_expired_producers(self) -> dict[str, int]:
+        result: dict[str, int] = self._record(
+            "producer-expiration", lambda: {"producers": self.manager.remove_expired_producers()})
+        return result
+
     def cleanable(self, log: Log, now_ms: int | None = None) -> LogToClean:
         """What the cleaner would clean of a compacted log now: its dirty ratio and first dirty offset."""
         now = self.clock() if now_ms is None else now_ms
@@ -201,6 +206,7 @@ class Engine:
             ("high-watermark-checkpoint", c.replica_high_watermark_checkpoint_interval_ms,
              lambda: self._record("checkpoints", self.manager.checkpoints.high_watermarks)),
             ("deletion", FILE_DELETION_INTERVAL_MS, self.delete_expired),
+            ("producer-expiration", c.producer_id_expiration_check_interval_ms, self.remove_expired_producers),
         ]
         # A period of Long.MAX (Kafka's "never") simply never comes due.
         return [_Scheduled(now + initial, name, period / 1000, task) for name, period, task in entries

@@ -646,6 +646,16 @@ ENGINE_CONFIGS: Mapping[str, ConfigKey] = _index(
             "request.timeout.ms", _I, 30000,
             "How long an acks=all produce waits for the high watermark to pass it.", minimum=0,
         ),
+        # Idempotent producers (Kafka's ProducerStateManager settings and defaults).
+        _engine(
+            "producer.id.expiration.ms", _I, 86400000,
+            "How long a producer's state is kept after its last batch's timestamp (unless a transaction of it "
+            "is open); a producer forgotten here may start again at any sequence.", minimum=1,
+        ),
+        _engine(
+            "producer.id.expiration.check.interval.ms", _I, 600000,
+            "Period of the task that forgets expired producers.", minimum=1,
+        ),
         # Consumer groups (Kafka's group coordinator settings and defaults).
         _engine(
             "group.initial.rebalance.delay.ms", _I, 3000,
@@ -931,6 +941,8 @@ class EngineConfig:
     replica_fetch_wait_max_ms: int
     replica_fetch_min_bytes: int
     request_timeout_ms: int
+    producer_id_expiration_ms: int
+    producer_id_expiration_check_interval_ms: int
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int

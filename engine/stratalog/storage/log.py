@@ -607,6 +607,13 @@ class Log:
                 state.forget_below(self.log_start_offset)
                 self._transactions, self._producers = state, producers
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers ``producer.id.expiration.ms`` has passed (none before the producers' scan)."""
+        with self.lock:
+            if self._producers is None or self._transactions is None:
+                return 0
+            return len(self._producers.remove_expired(now_ms, expiration_ms, self._transactions.ongoing))
+
     def _forget_transactions(self) -> None:
         self._transactions = None
         self._producers = None

@@ -402,6 +402,12 @@ class LogManager:
                 flushed.append(tp)
         return flushed
 
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget, in every log, the producers ``producer.id.expiration.ms`` has passed; how many went."""
+        now = self.clock() if now_ms is None else now_ms
+        expiration = self.config.producer_id_expiration_ms
+        return sum(log.remove_expired_producers(now, expiration) for log in self.logs().values())
+
     def delete_expired_segment_files(self, now_ms: int | None = None) -> int:
         return sum(log.delete_expired_files(now_ms) for log in self.logs().values() if not log.offline)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from stratalog.common.errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError
@@ -115,6 +116,15 @@ class ProducerStates:
         elif epoch < entry.epoch:
             return None
         return entry
+
+    def remove_expired(self, now_ms: int, expiration_ms: int, open_transactions: Container[int]) -> list[int]:
+        """Forget producers idle for ``expiration_ms`` (by their last batch's or marker's timestamp) with no
+        transaction open, as Kafka's ``removeExpiredProducers``; returns their ids."""
+        expired = [pid for pid, entry in self.producers.items()
+                   if pid not in open_transactions and now_ms - entry.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
 
     def snapshot_entries(self, open_transactions: dict[int, int]) -> list[ProducerSnapshotEntry]:
         """Every producer as a ``.snapshot`` holds it: its last batch, and the first offset of its open
