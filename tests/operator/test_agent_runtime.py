@@ -97,6 +97,23 @@ def test_intervals_follow_the_engine_settings_and_never_means_never(engine: Engi
     assert intervals.retention == 300.0 and intervals.cleaner == 15.0 and intervals.checkpoints == 1.0
     assert intervals.flush is None    # log.flush.scheduler.interval.ms defaults to Long.MAX
     assert intervals.deletion == 30.0 and intervals.status == 5.0
+    assert intervals.producer_expiration == 600.0   # producer.id.expiration.check.interval.ms
+
+
+def test_the_agents_producer_expiration_task_forgets_idle_producers(tmp_path: Path) -> None:
+    from stratalog.records import Record, build_batch
+    e = Engine([tmp_path / "data-0"], {"producer.id.expiration.ms": 1000}, schedule=False).start()
+    try:
+        TopicAdmin(e.manager).create_topic("t", 1, {})
+        log = e.manager.get_log("t", 0)
+        log.append(build_batch([Record(0, 1_700_000_000_000, None, b"v")], producer_id=7, producer_epoch=0,
+                               base_sequence=0))                       # written long ago
+        assert log.remove_expired_producers(1_700_000_000_000, 1000) == 0   # not yet at that time
+        agent(e).remove_expired_producers()
+        assert log.remove_expired_producers(e.clock(), 1) == 0     # the agent's task took it already
+        assert e.tasks["producer-expiration"].runs == 1
+    finally:
+        e.stop()
 
 
 def test_retention_is_unhealthy_while_its_last_check_failed(engine: Engine) -> None:

@@ -222,6 +222,10 @@ class Agent:
         self.engine.delete_expired()
         return Outcome()
 
+    def remove_expired_producers(self) -> Outcome:
+        self.engine.remove_expired_producers()   # producer.id.expiration.ms
+        return Outcome()
+
     # -- status ------------------------------------------------------------------------------------
     def figures(self) -> dict[str, list[PartitionFigures]]:
         """Per Kafka topic, the figures of the partitions this engine holds."""

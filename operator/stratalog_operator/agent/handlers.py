@@ -48,6 +48,7 @@ class Intervals:
     deletion: float
     status: float
     resync: float = 300.0
+    producer_expiration: float | None = None
 
     @classmethod
     def from_engine(cls, agent: Agent, status: float) -> Intervals:
@@ -60,7 +61,8 @@ class Intervals:
                    checkpoints=seconds(c.log_flush_offset_checkpoint_interval_ms),
                    flush=seconds(c.log_flush_scheduler_interval_ms),
                    deletion=min(30.0, max(1.0, c.log_segment_delete_delay_ms / 2000)),
-                   status=status)
+                   status=status,
+                   producer_expiration=seconds(c.producer_id_expiration_check_interval_ms))
 
 
 class AgentRuntime:
@@ -168,6 +170,7 @@ class AgentRuntime:
         timer("checkpoints", iv.checkpoints, agent.write_checkpoints)
         timer("flush", iv.flush, agent.flush)
         timer("deletion", iv.deletion, agent.delete_expired)
+        timer("producer-expiration", iv.producer_expiration, agent.remove_expired_producers)
         timer("status", iv.status, None, run=self._status_tick)
         timer("resync", iv.resync, None,
               run=lambda: self._call(self.worker, "Topic", agent.reconcile_all))
