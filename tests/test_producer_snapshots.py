@@ -175,3 +175,21 @@ def test_loading_deletes_snapshots_past_the_recovered_end_and_strays_but_keeps_t
 ])
 def test_which_snapshots_a_loaded_log_does_not_keep(offsets, bases, end, stale):
     assert stale_snapshots(offsets, set(bases), end) == stale
+
+
+def test_a_producer_known_only_by_a_marker_has_no_last_batch_and_must_start_its_epoch_at_0(make_log):
+    from stratalog.common.errors import OutOfOrderSequenceError
+    log = make_log("t-0")
+    log.append_raw(build_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=7, producer_epoch=4,
+                                              coordinator_epoch=3, timestamp=T0))   # its data went with compaction
+    log.transactions()
+    with pytest.raises(OutOfOrderSequenceError, match="must start at sequence 0"):
+        log.append(idempotent(7, 5, 1, epoch=4))
+    log.append_raw(build_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=8, producer_epoch=0,
+                                              coordinator_epoch=3, timestamp=T0, base_offset=1))
+    log.append_raw(raw(2, pid=8, seq=0, epoch=1))                   # a new epoch keeps the coordinator's
+    log.close()
+    assert snapshots(log.dir)[3] == [
+        ProducerSnapshotEntry(7, 4, -1, -1, 0, T0, 3, -1),
+        ProducerSnapshotEntry(8, 1, 0, 2, 0, T0, 3, -1),
+    ]

@@ -82,7 +82,15 @@ class ProducerStates:
         for batch in entry.batches:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
-        if entry.batches and not in_sequence(entry.batches[-1].last_seq, first_seq):
+        if not entry.batches:
+            # Known only by a transaction marker of this epoch: its first batch starts at 0 (Kafka's
+            # checkSequence with no last sequence).
+            if first_seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"{where}: producer {producer_id} epoch {epoch} has written no batch here yet, so it must "
+                    f"start at sequence 0, not {first_seq}")
+            return None
+        if not in_sequence(entry.batches[-1].last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"{where}: producer {producer_id} epoch {epoch} sent sequence {first_seq}, but its last batch "
                 f"here ended at {entry.batches[-1].last_seq}")
@@ -111,8 +119,12 @@ class ProducerStates:
         """The producer's entry for a write of ``epoch``: a new one for a newer epoch, None for a fenced one
         (a fenced epoch's write can reach a follower's log before the newer one did)."""
         entry = self.producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
+        if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch > entry.epoch:
+            # A new epoch forgets the batches, not the coordinator that fences stale markers (Kafka's
+            # maybeUpdateProducerEpoch).
+            entry = self.producers[producer_id] = ProducerEntry(epoch, coordinator_epoch=entry.coordinator_epoch)
         elif epoch < entry.epoch:
             return None
         return entry
