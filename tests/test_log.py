@@ -358,3 +358,33 @@ def test_a_header_scan_yields_every_batch_with_its_header_and_steps_over_large_o
         file.write(whole[-1][1][:70])
     records._size += 70
     assert [info for info, _ in records.batch_headers()] == [info for info, _ in whole]
+
+
+@pytest.mark.parametrize("tail", [
+    b"\x00" * 8 + (5000).to_bytes(4, "big") + b"\x00\x00\x00\x00\x07" + b"\x00" * 50,   # the start of a batch that never came
+    b"\x00" * 11,                                                          # too short to hold a size
+])
+def test_a_header_scan_stops_at_a_torn_tail_as_the_full_scan_does(make_log, tail):
+    log = make_log()
+    for n in range(3):
+        log.append(build_batch([Record(0, 1000 + n, None, b"v" * 100)]))
+    records = log.active_segment.log
+    whole = [info for info in records.batches()]
+    with open(records.path, "ab") as file:
+        file.write(tail)
+    records._size += len(tail)
+    assert [info for info in records.batches()] == whole
+    assert [info for info, _ in records.batch_headers()] == whole
+
+
+def test_a_header_scan_reads_legacy_messages_too(tmp_path):
+    from stratalog.storage.file_records import FileRecords
+    from test_dump_log import legacy_entry
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(legacy_entry(0, 0, b"k", b"v") + legacy_entry(1, 1, None, b"w" * 70_000, 1001)
+                     + legacy_entry(2, 1, b"a", None, 1002))
+    records = FileRecords(path)
+    try:
+        assert [info for info, _ in records.batch_headers()] == list(records.batches())
+    finally:
+        records.close()

@@ -176,12 +176,17 @@ class FileRecords:
             if len(buffer) - relative < _HEADER_READ_AHEAD:
                 buffer = self.read(position, min(HEADER_SCAN_CHUNK, limit - position))
                 buffer_start, relative = position, 0
+                if len(buffer) < _MIN_HEADER:
+                    return
+            declared = int.from_bytes(buffer[relative + 8 : relative + 12], "big", signed=True) + LOG_OVERHEAD
+            if declared > LOG_OVERHEAD and position + declared > limit:
+                return   # declared past the end: a torn tail, as in ``batches`` (checked before the header)
             try:
                 info = peek_batch(buffer, relative, source=source, at=position, header_only=True)
             except CorruptRecordError as error:
                 raise CorruptRecordError(position + error.position - relative, error.reason, source=source) from None
-            if info is None or position + info.size > limit:
-                return   # a torn tail, as in ``batches``
+            if info is None:
+                return
             yield info, buffer[relative : relative + min(info.size, _HEADER_READ_AHEAD)]
             position += info.size
 
