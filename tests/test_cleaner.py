@@ -11,7 +11,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from stratalog.storage.cleaner import LogCleaner
 from stratalog.storage.cleaner.offset_map import OffsetMap
 from stratalog.storage.log_manager import LogManager
-from stratalog.common.config import EngineConfig
+from stratalog.common.config import EngineConfig, LogConfig
 from stratalog.records import (
     Compression,
     ControlRecordType,
@@ -427,4 +427,52 @@ def test_an_active_producers_last_batch_keeps_its_header_when_compaction_empties
     LogCleaner(manager).run_pass(force=True)
     infos = [i for p in sorted(log.dir.glob("*.log")) for i in iter_batch_infos(p.read_bytes())]
     assert [(i.base_offset, i.records_count) for i in infos] == [(1, 1), (3, 1), (4, 1)]
+    manager.close()
+
+
+def test_a_producers_emptied_last_batch_goes_once_the_engines_producer_id_expiration_has_passed(tmp_path):
+    """``producer.id.expiration.ms`` set on the engine, not Kafka's default day, decides when a
+    producer's emptied last batch may go."""
+    clock = Clock()
+    manager = open_manager(tmp_path, clock, producer_id_expiration_ms=60000)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    log.append(build_batch([Record(0, clock.now, b"k", b"old")], producer_id=5, producer_epoch=2, base_sequence=0))
+    log.append(build_batch([Record(0, clock.now, b"k", b"new")]))
+    log.roll()
+    clock.now += 1000
+    LogCleaner(manager).run_pass(force=True)
+    infos = [i for p in sorted(log.dir.glob("*.log")) for i in iter_batch_infos(p.read_bytes())]
+    assert [(i.base_offset, i.records_count) for i in infos] == [(0, 0), (1, 1)]   # still active
+    clock.now += 60_000                                    # a minute on, not a day: expired
+    log.append(build_batch([Record(0, clock.now, b"x", b"y")]))
+    log.roll()
+    LogCleaner(manager).run_pass(force=True)
+    infos = [i for p in sorted(log.dir.glob("*.log")) for i in iter_batch_infos(p.read_bytes())]
+    assert [(i.base_offset, i.records_count) for i in infos] == [(1, 1), (2, 1)]
+    manager.close()
+
+
+def test_the_cleaners_swap_deletes_the_snapshots_of_the_segments_it_merged_but_the_first(tmp_path):
+    """Kafka's replaceSegments deletes the producer snapshots of the segments it replaces, but not one
+    at the cleaned segment's own base."""
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    for seq in range(24):                                   # one key over and over: little survives
+        log.append(build_batch([Record(0, clock.now, b"k", b"v" * 200)], producer_id=5, producer_epoch=0,
+                               base_sequence=seq))
+    log.roll()
+    before = [s.base_offset for s in log.segments]
+    snapshots = sorted(int(p.name[:20]) for p in log.dir.glob("*.snapshot"))
+    assert snapshots == before[1:] and len(before) > 4
+    # Larger segments from now on: the cleaner groups several of the old ones into one.
+    log.update_config(LogConfig.from_overrides({**COMPACT, "segment.bytes": "100000"}))
+    clock.now += 1000
+    LogCleaner(manager).run_pass(force=True)
+    after = [s.base_offset for s in log.segments]
+    assert len(after) < len(before)                        # segments were merged
+    snapshots = sorted(int(p.name[:20]) for p in log.dir.glob("*.snapshot"))
+    assert snapshots == [b for b in before[1:] if b in after]
     manager.close()

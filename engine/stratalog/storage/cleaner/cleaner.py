@@ -53,7 +53,7 @@ from stratalog.storage.cleaner.offset_map import KeyOffsetMap, native_map_of
 from stratalog.storage.cleaner.rebuild import empty_batch, filter_natively, rebuild_batch
 from stratalog.storage.cleaner.selection import LogToClean
 from stratalog.storage.cleaner.throttler import Throttler
-from stratalog.storage.cleaner.producers import last_batches_of_active_producers
+from stratalog.storage.cleaner.producers import PRODUCER_ID_EXPIRATION_MS, last_batches_of_active_producers
 from stratalog.records.transactions import TransactionTracker, control_type
 from stratalog.storage.transactions import scan_aborted_transactions
 
@@ -117,9 +117,11 @@ class OffsetMapDecision:
 class _Transactions:
     """Aborted-transaction and producer knowledge, each scanned only once a pass needs it."""
 
-    def __init__(self, log: Log, now_ms: int = 0, *, from_offset: int = 0) -> None:
+    def __init__(self, log: Log, now_ms: int = 0, *, from_offset: int = 0,
+                 producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
         self._log = log
         self._now_ms = now_ms
+        self._producer_expiration_ms = producer_expiration_ms
         # A pass fed from ``from_offset`` on meets no marker below it: a transaction that ended there
         # must not be tracked as open (Kafka's collectAbortedTransactions(start, end)).
         self._from_offset = from_offset
@@ -130,7 +132,8 @@ class _Transactions:
         if header.producer_id < 0:
             return False
         if self._producer_last_batches is None:
-            self._producer_last_batches = last_batches_of_active_producers(self._log, self._now_ms)
+            self._producer_last_batches = last_batches_of_active_producers(self._log, self._now_ms,
+                                                                           self._producer_expiration_ms)
         return header.last_offset in self._producer_last_batches
 
     def tracker(self) -> TransactionTracker:
@@ -142,8 +145,10 @@ class _Transactions:
 
 class Cleaner:
     def __init__(self, offset_map: KeyOffsetMap, throttler: Throttler, *, progress: Progress | None = None,
-                 decision: KeepDecision | None = None) -> None:
+                 decision: KeepDecision | None = None,
+                 producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
         self.offset_map = offset_map
+        self.producer_expiration_ms = producer_expiration_ms   # producer.id.expiration.ms
         # The native kernel's map also walks batches: keys in, and records out, without Python objects.
         self.native_map = native_map_of(offset_map)
         self.throttler = throttler
@@ -244,7 +249,7 @@ class Cleaner:
     def rewrite(self, log: Log, segments: list[LogSegment], now_ms: int, round_upper_bound: int,
                 stats: CleanerStats) -> None:
         """Rewrite ``segments`` group by group, keeping what ``self.decision`` keeps; each group is swapped in."""
-        transactions = _Transactions(log, now_ms)
+        transactions = _Transactions(log, now_ms, producer_expiration_ms=self.producer_expiration_ms)
         for group in self.group_segments(segments, log.config, round_upper_bound):
             self._clean_group(log, group, now_ms, round_upper_bound, transactions, stats)
 

@@ -146,7 +146,9 @@ class LogCleaner:
         offset_map = new_offset_map(self.map_bytes, self.load_factor, self.hash_function)
         bytes_before = log.size
         try:
-            result = Cleaner(offset_map, self.throttler, progress=self.progress).clean(log, to_clean, now_ms)
+            result = Cleaner(offset_map, self.throttler, progress=self.progress,
+                             producer_expiration_ms=self.manager.config.producer_id_expiration_ms
+                             ).clean(log, to_clean, now_ms)
         except (StratalogError, OSError) as error:
             # As Kafka: a log that fails to clean is marked uncleanable, the others go on.
             logger.error("cleaning %s failed, marking it uncleanable: %s", tp, error)

@@ -28,6 +28,7 @@ from stratalog.common.names import TopicPartition
 from stratalog.records import Record
 from stratalog.storage.cleaner.cleaner import Cleaner, CleanerStats
 from stratalog.storage.cleaner.offset_map import OffsetMap
+from stratalog.storage.cleaner.producers import PRODUCER_ID_EXPIRATION_MS
 from stratalog.storage.cleaner.plan_file import CompactionPlanError, PlanHeader, check_keep_file, iter_keep_offsets, read_header
 from stratalog.storage.cleaner.selection import cleanable_range
 from stratalog.storage.cleaner.throttler import Throttler
@@ -83,7 +84,8 @@ class KeepFileDecision:
 
 
 def apply_compaction_plan(log: Log, keep_offsets_file: Path, now_ms: int, *,
-                          throttler: Throttler | None = None) -> PlanReport:
+                          throttler: Throttler | None = None,
+                          producer_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> PlanReport:
     """Rewrite ``log`` below min(plan high watermark, first uncleanable offset), keeping the plan's offsets.
 
     Refuses (``CompactionPlanError``) a plan for another partition, or one whose
@@ -105,7 +107,8 @@ def apply_compaction_plan(log: Log, keep_offsets_file: Path, now_ms: int, *,
         before, bytes_before = len(log.segments), log.size
         decision = KeepFileDecision(iter_keep_offsets(keep_offsets_file), reach=end - 1)
         # The offset map is unused when a decision is given; the smallest one keeps the signature honest.
-        cleaner = Cleaner(OffsetMap(1), throttler or Throttler(float("inf")), decision=decision)
+        cleaner = Cleaner(OffsetMap(1), throttler or Throttler(float("inf")), decision=decision,
+                          producer_expiration_ms=producer_expiration_ms)
         segments = [s for s in log.segments if s.base_offset < end]
         if segments:
             cleaner.rewrite(log, segments, now_ms, first_uncleanable, stats)
@@ -121,7 +124,8 @@ def apply_to_partition(manager: LogManager, topic: str, partition: int, keep_off
     """
     log = manager.get_log(topic, partition)
     throttler = Throttler(manager.config.log_cleaner_io_max_bytes_per_second)
-    report = apply_compaction_plan(log, keep_offsets_file, manager.clock(), throttler=throttler)
+    report = apply_compaction_plan(log, keep_offsets_file, manager.clock(), throttler=throttler,
+                                   producer_expiration_ms=manager.config.producer_id_expiration_ms)
     tp = TopicPartition(topic, partition)
     checkpoint = manager.checkpoints.cleaner_offset(tp)
     if checkpoint is None or checkpoint < report.end_offset:

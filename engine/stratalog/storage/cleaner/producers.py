@@ -4,10 +4,10 @@ Kafka's cleaner keeps the header of an active producer's last batch even when
 compaction removes all of its records (``RETAIN_EMPTY``), so that the
 producer's epoch and sequence survive a reload and its next idempotent write is
 not refused as out of sequence. Kafka reads that from its producer state; the
-engine keeps none, so the same facts come from one scan of the batch headers,
+engine's (``Log``'s) is built only on first need, so the same facts come from one scan of the batch headers,
 done only when a pass would empty a batch that carries a producer id. A
-producer counts as active until ``producer.id.expiration.ms`` (Kafka's default,
-one day) after its last batch's timestamp.
+producer counts as active until ``producer.id.expiration.ms`` (the engine's setting;
+Kafka's default, one day) after its last batch's timestamp.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ PRODUCER_ID_EXPIRATION_MS = 86_400_000
 _PRODUCER_ID = slice(43, 51)
 
 
-def last_batches_of_active_producers(log: Log, now_ms: int) -> set[int]:
-    """Last offsets of the batches to retain even when emptied."""
+def last_batches_of_active_producers(log: Log, now_ms: int,
+                                     expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> set[int]:
+    """Last offsets of the batches to retain even when emptied (from the batches' headers alone)."""
     last_data: dict[int, int] = {}
     last_marker: dict[int, int] = {}
     last_timestamp: dict[int, int] = {}
     for segment in log.segments:
-        for info, data in segment.log.batches_with_data(0):
+        for info, data in segment.log.batch_headers(0):
             if info.magic < 2:
                 continue
             producer_id = int.from_bytes(data[_PRODUCER_ID], "big", signed=True)
@@ -35,7 +36,7 @@ def last_batches_of_active_producers(log: Log, now_ms: int) -> set[int]:
             last_timestamp[producer_id] = max(last_timestamp.get(producer_id, -1), info.max_timestamp)
     keep = set()
     for producer_id, timestamp in last_timestamp.items():
-        if now_ms - timestamp >= PRODUCER_ID_EXPIRATION_MS:
+        if now_ms - timestamp >= expiration_ms:
             continue
         offset = last_data.get(producer_id, last_marker.get(producer_id))
         if offset is not None:
