@@ -1,9 +1,10 @@
 """Transactions from the batches alone: which are open, which aborted, which batches may go.
 
 Kafka learns of aborted transactions from its ``.txnindex`` files and of open ones from its
-producer state. The engine writes neither (it has no transaction coordinator, so its producers
-may not write transactional batches; such data only arrives in logs written by Kafka or copied
-byte for byte from one), so both are found by a header scan of a partition's batches: a log
+producer state. The engine writes no ``.txnindex`` and reads no producer snapshot (it has no
+transaction coordinator, so its producers may not write transactional batches; such data only
+arrives in logs written by Kafka or copied byte for byte from one), so both are found by a
+header scan of a partition's batches: a log
 keeps a ``TransactionState`` for read_committed readers and its last stable offset, and
 ``scan_aborted`` serves one pass over some batches. The cleaner and the Spark reader
 (``read_committed``) then follow Kafka's rules with a ``TransactionTracker`` (Kafka's

@@ -3,7 +3,8 @@
 The order of the steps is what makes the suffix protocols crash-safe:
 
 1. ``.deleted`` files go; ``.cleaned`` files go, and with them any ``.swap`` at or
-   above the lowest ``.cleaned`` base (a split that never finished).
+   above the lowest ``.cleaned`` base (a split that never finished); so does a
+   producer snapshot's unfinished ``.snapshot.tmp``.
 2. The remaining ``.swap`` segments were complete when written: the segments they
    replace are deleted and the ``.swap`` suffix is dropped.
 3. Index files without a ``.log`` go; a segment whose index is missing or fails
@@ -12,6 +13,8 @@ The order of the steps is what makes the suffix protocols crash-safe:
    recovery point is re-read and CRC-checked; at the first invalid batch the
    segment is truncated and every later segment deleted.
 5. The log start offset and recovery point are restored from the checkpoints.
+6. Producer snapshots past the log end (recovery cut the log below them) go, and
+   strays not at a segment's base, as Kafka's ``removeStraySnapshots``.
 
 Where current Kafka goes further than the seeds (``.swap`` completion, the time
 index rebuilt with the offset index), this follows current Kafka; where Kafka
@@ -119,12 +122,17 @@ def _open_segment(directory: Path, base_offset: int, config: LogConfig, clock: C
 
 
 _TEMP_STATES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+_UNFINISHED_SNAPSHOT = SNAPSHOT_SUFFIX + ".tmp"   # atomic_write's name beside the snapshot
 
 
 def _remove_temp_files(directory: Path, report: LoadReport) -> None:
     swaps: list[Path] = []
     min_cleaned: int | None = None
     for name in sorted(os.listdir(directory)):  # sorting names: Path comparisons cost 10x
+        if name.endswith(_UNFINISHED_SNAPSHOT):   # a snapshot write a crash cut short
+            (directory / name).unlink()
+            report.deleted_temp_files.append(name)
+            continue
         if not name.endswith(_TEMP_STATES):
             continue   # nearly every file: no Path, no parse
         path = directory / name

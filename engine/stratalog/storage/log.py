@@ -505,11 +505,15 @@ class Log:
         write_producer_snapshot(self.dir, offset, self._producers.snapshot_entries(self._transactions.ongoing))
         self._snapshots.append(offset)
 
-    def _delete_producer_snapshots(self, doomed: Callable[[int], bool]) -> None:
+    def _delete_producer_snapshots(self, doomed: Callable[[int], bool], *, durably: bool = False) -> None:
+        """``durably``: a truncation's, fsynced, so that no snapshot of the log above the cut comes back
+        after a power loss to describe the different log appended there since."""
         gone = [offset for offset in self._snapshots if doomed(offset)]
         if gone:
             self._snapshots = [offset for offset in self._snapshots if not doomed(offset)]
             delete_producer_snapshots(self.dir, gone)
+            if durably:
+                fsync_dir(self.dir)
 
     # -- read -------------------------------------------------------------------------------
     def read(self, start_offset: int, max_bytes: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
@@ -564,9 +568,10 @@ class Log:
 
     # -- transactions: the last stable offset ------------------------------------------------
     def transactions(self) -> TransactionState:
-        """The log's open and aborted transactions: scanned from its batches on first need, then
-        kept up to date by every append (Kafka keeps them in producer snapshots and ``.txnindex``
-        files, which the engine does not write yet)."""
+        """The log's open and aborted transactions: scanned from its batches' headers on first need,
+        then kept up to date by every append (Kafka reads them from producer snapshots and
+        ``.txnindex`` files; the engine writes the snapshots for Kafka but no ``.txnindex`` yet, so
+        its own scan covers the whole log)."""
         if (state := self._transactions) is not None:
             return state
         with self._transactions_scan:   # one scan at a time
@@ -745,7 +750,7 @@ class Log:
             # start offset to the target, which can leave it past the end).
             end = self.log_end_offset
             self.epoch_cache.truncate_from_end(end)
-            self._delete_producer_snapshots(lambda offset: offset > end)
+            self._delete_producer_snapshots(lambda offset: offset > end, durably=True)
             self.log_start_offset = min(self.log_start_offset, end)
             self.recovery_point = min(self.recovery_point, end)
             self.high_watermark = min(self.high_watermark, end)
@@ -761,7 +766,7 @@ class Log:
             self._segments[offset] = segment
             self._bases = [offset]
             self.epoch_cache.clear()
-            self._delete_producer_snapshots(lambda _: True)
+            self._delete_producer_snapshots(lambda _: True, durably=True)
             self.log_start_offset = offset
             self.recovery_point = offset
             self.high_watermark = offset
@@ -796,9 +801,11 @@ class Log:
             crash_point("swap.begin")
             new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX, crash_point_after_each="swap.renamed_to_swap")
             due = self.clock() + self.config.file_delete_delay_ms
+            replaced = set()
             for segment in sorted(old, key=lambda s: s.base_offset):
                 if self._segments.get(segment.base_offset) is not segment:
                     continue  # already gone (retention or truncation since the pass began)
+                replaced.add(segment.base_offset)
                 del self._segments[segment.base_offset]
                 self._bases.remove(segment.base_offset)
                 self._pending_deletes.append((due, segment))  # before the rename: closed even if it fails
@@ -806,7 +813,7 @@ class Log:
                 crash_point("swap.old_deleted")
             new.change_suffix(SWAP_SUFFIX, "")
             crash_point("swap.renamed_to_final")
-            replaced = {s.base_offset for s in old} - {new.base_offset}
+            replaced.discard(new.base_offset)
             self._delete_producer_snapshots(replaced.__contains__)   # as Kafka's replaceSegments
             self._segments[new.base_offset] = new
             bisect.insort(self._bases, new.base_offset)

@@ -7,8 +7,9 @@ the batches after it. Without one, a clean-shutdown Kafka broker assumes *no* pr
 them is what lets Kafka, opening a stratalog directory, keep every idempotent producer's sequence.
 
 Every snapshot describes a prefix of the log, so any of them is correct as long as that prefix is
-unchanged: a truncation below it or a deleted segment starting at it makes it stale, and deleting
-one is always safe (Kafka falls back to an older one or rebuilds from the log).
+unchanged: a truncation below it or a deleted segment starting at it makes it stale. Deleting one
+never makes Kafka wrong, only less informed: it falls back to an older one, or, with none left
+after a clean shutdown, to no producers at all (what it does for a directory never snapshotted).
 
 The engine itself rebuilds producer state from the batches (``stratalog.storage.log``), because its
 transactions need the full scan anyway (no ``.txnindex`` yet); the snapshots are written for Kafka.
