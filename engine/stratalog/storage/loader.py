@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stratalog.common.config import LogConfig
+from stratalog.common.files import fsync_dir
 from stratalog.common.errors import CorruptIndexError
 from stratalog.storage.leader_epoch import LeaderEpochCache
 from stratalog.storage.log_dir_failure import LogDirFailureChannel
@@ -108,6 +109,9 @@ def load_log(
     stale = stale_snapshots(snapshots, {s.base_offset for s in segments}, log_end)
     if stale:
         delete_producer_snapshots(directory, stale)
+        # Durably: a snapshot past a recovered end, back after a power loss once the log has grown
+        # past it again, would describe a log that is no longer there.
+        fsync_dir(directory)
         report.deleted_stale_snapshots.extend(stale)
     log = Log(directory, tp, config, segments, log_start_offset=start, recovery_point=recovery,
               leader_epoch_cache=epoch_cache, clock=clock, failure_channel=failure_channel,
