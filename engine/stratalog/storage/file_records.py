@@ -132,62 +132,46 @@ class FileRecords:
         for info, (buffer, relative) in self._scan(start, end, SCAN_CHUNK):
             yield info, buffer[relative : relative + info.size]
 
-    def _scan(self, start: int, end: int | None, chunk: int) -> Iterator[tuple[BatchInfo, tuple[bytes, int]]]:
+    def batch_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[BatchInfo, bytes]]:
+        """Each batch with only its first bytes (a v2 batch's whole 61-byte header), for scans of
+        producers and transaction flags: a large batch is stepped over, not read (``read`` fetches a
+        batch whole when one needs it). Stops and raises as ``batches`` does."""
+        for info, (buffer, relative) in self._scan(start, end, HEADER_SCAN_CHUNK, whole=False):
+            yield info, buffer[relative : relative + min(info.size, _HEADER_READ_AHEAD)]
+
+    def _scan(self, start: int, end: int | None, chunk: int, *, whole: bool = True
+              ) -> Iterator[tuple[BatchInfo, tuple[bytes, int]]]:
+        """Each batch and where it starts in a buffer holding it whole (``whole``) or holding at least
+        its header (a large batch is then stepped over, not read)."""
         limit = self._size if end is None else min(end, self._size)
         position = start
         buffer = b""
         buffer_start = position
         source = str(self.path)
+        ahead = _MIN_HEADER if whole else _HEADER_READ_AHEAD
         while position < limit:
             relative = position - buffer_start
-            if len(buffer) - relative < _MIN_HEADER:
+            if len(buffer) - relative < ahead:
                 buffer = self.read(position, min(chunk, limit - position))
                 buffer_start, relative = position, 0
                 if len(buffer) < _MIN_HEADER:
                     return
             batch_size = int.from_bytes(buffer[relative + 8 : relative + 12], "big", signed=True) + LOG_OVERHEAD
-            if batch_size > LOG_OVERHEAD and len(buffer) - relative < batch_size:
-                if position + batch_size > limit:
-                    # Declared past the end: like Kafka's FileLogInputStream, the end of the batches
-                    # (a torn tail); recovery truncates it because it is not valid bytes.
-                    return
+            if batch_size > LOG_OVERHEAD and position + batch_size > limit:
+                # Declared past the end: like Kafka's FileLogInputStream, the end of the batches
+                # (a torn tail); recovery truncates it because it is not valid bytes.
+                return
+            if whole and batch_size > LOG_OVERHEAD and len(buffer) - relative < batch_size:
                 buffer = self.read(position, max(chunk, batch_size))
                 buffer_start, relative = position, 0
             try:
-                info = peek_batch(buffer, relative, source=source, at=position)
+                info = peek_batch(buffer, relative, source=source, at=position, header_only=not whole)
             except CorruptRecordError as error:
                 # Re-anchor the buffer-relative position to the file.
                 raise CorruptRecordError(position + error.position - relative, error.reason, source=source) from None
             if info is None:
                 return
             yield info, (buffer, relative)
-            position += info.size
-
-    def batch_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[BatchInfo, bytes]]:
-        """Each batch with only its first bytes (a v2 batch's whole 61-byte header), for scans of
-        producers and transaction flags: a large batch is stepped over, not read (``read`` fetches a
-        batch whole when one needs it). Stops and raises as ``batches`` does."""
-        limit = self._size if end is None else min(end, self._size)
-        position = start
-        buffer, buffer_start = b"", position
-        source = str(self.path)
-        while position < limit:
-            relative = position - buffer_start
-            if len(buffer) - relative < _HEADER_READ_AHEAD:
-                buffer = self.read(position, min(HEADER_SCAN_CHUNK, limit - position))
-                buffer_start, relative = position, 0
-                if len(buffer) < _MIN_HEADER:
-                    return
-            declared = int.from_bytes(buffer[relative + 8 : relative + 12], "big", signed=True) + LOG_OVERHEAD
-            if declared > LOG_OVERHEAD and position + declared > limit:
-                return   # declared past the end: a torn tail, as in ``batches`` (checked before the header)
-            try:
-                info = peek_batch(buffer, relative, source=source, at=position, header_only=True)
-            except CorruptRecordError as error:
-                raise CorruptRecordError(position + error.position - relative, error.reason, source=source) from None
-            if info is None:
-                return
-            yield info, buffer[relative : relative + min(info.size, _HEADER_READ_AHEAD)]
             position += info.size
 
     def batch_bytes(self, info: BatchInfo) -> bytes:

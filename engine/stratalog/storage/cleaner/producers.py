@@ -12,6 +12,7 @@ Kafka's default, one day) after its last batch's timestamp.
 
 from __future__ import annotations
 
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT
 from stratalog.storage.log import Log
 
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
@@ -31,7 +32,7 @@ def last_batches_of_active_producers(log: Log, now_ms: int,
             producer_id = int.from_bytes(data[_PRODUCER_ID], "big", signed=True)
             if producer_id < 0:
                 continue
-            is_control = bool(data[22] & 0x20)  # attributes' low byte, bit 5
+            is_control = bool(data[ATTRIBUTES_OFFSET + 1] & CONTROL_BIT)
             (last_marker if is_control else last_data)[producer_id] = info.last_offset
             last_timestamp[producer_id] = max(last_timestamp.get(producer_id, -1), info.max_timestamp)
     keep = set()
