@@ -28,11 +28,14 @@ PARTITIONS = 2
 # Runs in the producer pod. A record counts as acknowledged only on a 200 to acks=all; each line
 # "ACK partition offset value" is one. Retriable errors are retried (a timed-out record may be
 # written twice then, as with Kafka's producer without idempotence: the test checks acks only).
+# BROKER_NOT_AVAILABLE is a 503 from an agent that is shutting down or still opening: another
+# agent is tried, as a Kafka client goes to another broker when one goes away.
 PRODUCER = resources.URLLIB_ACCESS + """
 import json, sys, time, urllib.error, urllib.request
 agents, topic, partitions, seconds = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 retriable = {"NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-             "REQUEST_TIMED_OUT", "LEADER_NOT_AVAILABLE", "FENCED_LEADER_EPOCH", "KAFKA_STORAGE_ERROR"}
+             "REQUEST_TIMED_OUT", "LEADER_NOT_AVAILABLE", "FENCED_LEADER_EPOCH", "KAFKA_STORAGE_ERROR",
+             "BROKER_NOT_AVAILABLE"}
 leaders = {}
 failed = 0
 
