@@ -24,6 +24,13 @@ def test_each_broker_has_ids_of_its_own(tmp_path):
     assert ProducerIdAllocator(tmp_path / "b", broker_id=3).generate() == 3 << BROKER_SHIFT
 
 
+def test_the_largest_broker_id_an_agent_can_have_still_gives_int64_producer_ids(tmp_path):
+    largest = (1 << 31) - 1                               # an agent's broker id is a 31-bit hash
+    assert ProducerIdAllocator(tmp_path, broker_id=largest).generate() < 1 << 63
+    with pytest.raises(ValueError, match="int64"):
+        ProducerIdAllocator(tmp_path, broker_id=1 << 31)
+
+
 def test_a_damaged_block_file_is_refused_by_name(tmp_path):
     (tmp_path / BLOCK_FILE).write_text("12ab\n")
     with pytest.raises(ProducerIdBlockError, match=f"{BLOCK_FILE}.*'12ab'"):

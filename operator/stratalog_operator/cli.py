@@ -96,9 +96,15 @@ def register(sub: Any) -> None:
     ag.add_argument("--advertise", default=None, metavar="URL",
                     help="where other agents and clients reach this engine (default: the address it listens on; "
                          "in a cluster, the LogDir's Service)")
+    ag.add_argument("--kafka-listen", type=_listen, default=None, metavar="HOST:PORT",
+                    help="also serve Kafka's wire protocol here, for Kafka clients (default: off)")
+    ag.add_argument("--kafka-advertise", type=_listen, default=None, metavar="HOST:PORT",
+                    help="the address Kafka clients are given for this engine (Metadata; put on the agent's Lease "
+                         "so every agent lists it); default: this host's name and the bound port; in a cluster, "
+                         "the LogDir's Service")
     ag.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
-                    help="serve the API over TLS with this certificate (a cert-manager Secret's tls.crt), reloaded "
-                         "when it changes; needs --tls-key")
+                    help="serve the API (and the Kafka listener) over TLS with this certificate (a cert-manager "
+                         "Secret's tls.crt), reloaded when it changes; needs --tls-key")
     ag.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="the certificate's key (tls.key)")
     ag.add_argument("--authentication", choices=["none", "kubernetes"], default="none",
                     help="kubernetes: every request presents a ServiceAccount token (TokenReview) and needs the "

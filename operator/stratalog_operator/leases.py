@@ -3,8 +3,9 @@
 Each LogDir's agent holds a Lease named after its LogDir and renews it every
 ``broker.heartbeat.interval.ms``; it is alive for the controller while the last renewal is
 younger than the Lease's duration (``broker.session.timeout.ms``, rounded up to whole seconds as
-the Lease API takes them). The agent also advertises there where its engine can be reached, so
-followers find their leader without another object.
+the Lease API takes them). The agent also advertises there where its engine can be reached (its
+HTTP API, and its Kafka listener as ``host:port``), so followers find their leader and Kafka
+clients every broker without another object (Kafka's broker registration carries its listeners).
 
 A Lease alone does not fence: an agent that was paused past its Lease may wake up still
 believing it leads. So the agent measures its own Lease on its own monotonic clock, from the
@@ -22,11 +23,13 @@ from typing import Any
 
 from .names import LABEL_COMPONENT, LABEL_LOGDIR, LABEL_MANAGED_BY
 
-__all__ = ["ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "REJOINING_ANNOTATION", "AGENT_LEASE_SELECTOR",
+__all__ = ["ADVERTISED_ANNOTATION", "KAFKA_ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "REJOINING_ANNOTATION", "AGENT_LEASE_SELECTOR",
            "shutting_down", "rejoining", "lease_name", "lease_body", "renewal", "expired", "alive_logdirs",
-           "duration_seconds", "micro_time"]
+           "duration_seconds", "micro_time", "kafka_addresses",
+           "parse_host_port"]
 
 ADVERTISED_ANNOTATION = "stratalog.io/advertised-url"
+KAFKA_ADVERTISED_ANNOTATION = "stratalog.io/kafka-advertised"   # host:port of the agent's Kafka listener
 # Set by an agent that is shutting down (Kafka's ControlledShutdown request): the controller moves
 # its leaderships to in-sync followers first, and it may not join an ISR meanwhile (KIP-841).
 SHUTTING_DOWN_ANNOTATION = "stratalog.io/controlled-shutdown"
@@ -60,8 +63,11 @@ def _parse_time(text: str) -> datetime:
 
 
 def lease_body(logdir: str, namespace: str, holder: str, session_timeout_ms: int, now: datetime,
-               advertised_url: str | None, *, rejoining: bool = False) -> dict[str, Any]:
+               advertised_url: str | None, *, rejoining: bool = False,
+               kafka_advertised: str | None = None) -> dict[str, Any]:
     annotations = {ADVERTISED_ANNOTATION: advertised_url} if advertised_url else {}
+    if kafka_advertised:
+        annotations[KAFKA_ADVERTISED_ANNOTATION] = kafka_advertised
     if rejoining:
         annotations[REJOINING_ANNOTATION] = "true"
     return {
@@ -75,13 +81,15 @@ def lease_body(logdir: str, namespace: str, holder: str, session_timeout_ms: int
 
 
 def renewal(holder: str, session_timeout_ms: int, now: datetime, advertised_url: str | None, *,
-            leaving: bool = False, rejoining: bool = False) -> dict[str, Any]:
+            leaving: bool = False, rejoining: bool = False, kafka_advertised: str | None = None) -> dict[str, Any]:
     """The merge patch of one renewal (it also takes the Lease over from a previous holder, and
     clears the marks a previous process of this agent may have left)."""
     annotations: dict[str, Any] = {SHUTTING_DOWN_ANNOTATION: "true" if leaving else None,
                                    REJOINING_ANNOTATION: "true" if rejoining else None}
     if advertised_url:
         annotations[ADVERTISED_ANNOTATION] = advertised_url
+    # Said with every renewal, and cleared when no longer given (an agent restarted without a listener).
+    annotations[KAFKA_ADVERTISED_ANNOTATION] = kafka_advertised or None
     return {"metadata": {"annotations": annotations},
             "spec": {"holderIdentity": holder, "renewTime": micro_time(now),
                      "leaseDurationSeconds": duration_seconds(session_timeout_ms)}}
@@ -124,3 +132,28 @@ def _marked(leases: Iterable[Mapping[str, Any]], annotation: str) -> set[str]:
         if logdir and (meta.get("annotations") or {}).get(annotation) == "true":
             out.add(logdir)
     return out
+
+
+def kafka_addresses(leases: Iterable[Mapping[str, Any]], now: datetime) -> dict[str, tuple[str, int]]:
+    """The Kafka listener (host, port) of each LogDir whose agent's Lease is current and names one.
+
+    A malformed address is left out: that agent is then listed to no client, as a Kafka broker
+    without the listener is not.
+    """
+    out = {}
+    for lease in leases:
+        meta = lease.get("metadata") or {}
+        logdir = (meta.get("labels") or {}).get(LABEL_LOGDIR)
+        address = parse_host_port(str((meta.get("annotations") or {}).get(KAFKA_ADVERTISED_ANNOTATION) or ""))
+        if logdir and address is not None and not expired(lease, now):
+            out[logdir] = address
+    return out
+
+
+def parse_host_port(text: str) -> tuple[str, int] | None:
+    """``host:port`` (``[v6]:port`` too) as a pair; None when it is not one."""
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host, int(port)

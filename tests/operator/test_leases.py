@@ -6,11 +6,13 @@ from datetime import datetime, timedelta, timezone
 
 from stratalog_operator.leases import (
     ADVERTISED_ANNOTATION,
+    KAFKA_ADVERTISED_ANNOTATION,
     REJOINING_ANNOTATION,
     SHUTTING_DOWN_ANNOTATION,
     alive_logdirs,
     duration_seconds,
     expired,
+    kafka_addresses,
     lease_body,
     lease_name,
     rejoining,
@@ -57,19 +59,34 @@ def test_alive_logdirs_are_those_with_a_current_lease():
 def test_an_agent_in_controlled_shutdown_says_so_on_its_lease_and_a_later_renewal_clears_it():
     body = lease_body("dir-a", "ns", "a", 9000, T0, None)
     leaving = renewal("a", 9000, T0, None, leaving=True)["metadata"]["annotations"]
-    assert leaving == {SHUTTING_DOWN_ANNOTATION: "true", REJOINING_ANNOTATION: None}
+    assert leaving == {SHUTTING_DOWN_ANNOTATION: "true", REJOINING_ANNOTATION: None,
+                       KAFKA_ADVERTISED_ANNOTATION: None}
     marked = {**body, "metadata": {**body["metadata"], "annotations": leaving}}
     assert shutting_down([marked, lease_body("dir-b", "ns", "b", 9000, T0, None)]) == {"dir-a"}
     # A merge patch's null removes the mark a previous process of this agent left.
     assert renewal("a", 9000, T0, "http://h:1")["metadata"]["annotations"] == {
-        SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: None, ADVERTISED_ANNOTATION: "http://h:1"}
+        SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: None, ADVERTISED_ANNOTATION: "http://h:1",
+        KAFKA_ADVERTISED_ANNOTATION: None}
 
 
 def test_a_restarted_agent_says_it_is_rejoining_from_its_first_write_until_it_clears_the_mark():
     created = lease_body("dir-a", "ns", "a", 9000, T0, None, rejoining=True)
     assert created["metadata"]["annotations"] == {REJOINING_ANNOTATION: "true"}
     renewed = renewal("a", 9000, T0, None, rejoining=True)["metadata"]["annotations"]
-    assert renewed == {SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: "true"}
+    assert renewed == {SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: "true", KAFKA_ADVERTISED_ANNOTATION: None}
     assert rejoining([created, lease_body("dir-b", "ns", "b", 9000, T0, None)]) == {"dir-a"}
     assert shutting_down([created]) == set()
     assert lease_body("dir-a", "ns", "a", 9000, T0, None)["metadata"]["annotations"] == {}
+
+
+def test_an_agent_with_a_kafka_listener_advertises_it_and_only_live_agents_are_listed_to_clients():
+    created = lease_body("dir-a", "ns", "a", 9000, T0, None, kafka_advertised="dir-a.ns.svc:9092")
+    assert created["metadata"]["annotations"] == {KAFKA_ADVERTISED_ANNOTATION: "dir-a.ns.svc:9092"}
+    assert renewal("a", 9000, T0, None, kafka_advertised="dir-a.ns.svc:9092")["metadata"]["annotations"][
+        KAFKA_ADVERTISED_ANNOTATION] == "dir-a.ns.svc:9092"
+    lapsed = lease_body("dir-b", "ns", "b", 9000, T0 - timedelta(seconds=20), None, kafka_advertised="b:9092")
+    without = lease_body("dir-c", "ns", "c", 9000, T0, None)
+    v6 = lease_body("dir-d", "ns", "d", 9000, T0, None, kafka_advertised="[fd00::7]:9093")
+    malformed = lease_body("dir-e", "ns", "e", 9000, T0, None, kafka_advertised="dir-e.ns.svc")
+    assert kafka_addresses([created, lapsed, without, v6, malformed], T0 + timedelta(seconds=1)) == {
+        "dir-a": ("dir-a.ns.svc", 9092), "dir-d": ("fd00::7", 9093)}

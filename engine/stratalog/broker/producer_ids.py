@@ -4,7 +4,9 @@ Kafka's controller hands brokers blocks of ids and records each block in its met
 engine reserves blocks the same way in a file of its first data directory
 (``producer-id-block``: the end of the last reserved block), written atomically before any id
 of a new block is given out, so a crash can skip ids but never repeat one. Engines that take
-part in replication put their broker id above bit 40, so two engines' ids never meet.
+part in replication put their broker id above bit 32, so two engines' ids never meet: broker ids
+are below 2^31 (an agent's is a 31-bit hash of its LogDir's name), so every id fits Kafka's
+int64, and each engine has 2^32 ids of its own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from stratalog.common.files import atomic_write
 
 BLOCK_FILE = "producer-id-block"
 BLOCK_SIZE = 1000
-BROKER_SHIFT = 40
+BROKER_SHIFT = 32
 
 
 class ProducerIdBlockError(StratalogError):
@@ -28,6 +30,8 @@ class ProducerIdBlockError(StratalogError):
 
 class ProducerIdAllocator:
     def __init__(self, data_dir: Path, broker_id: int = 0) -> None:
+        if not 0 <= broker_id < 1 << 31:
+            raise ValueError(f"broker id {broker_id} is not in [0, 2^31): producer ids would not fit in an int64")
         self.path = data_dir / BLOCK_FILE
         self.base = broker_id << BROKER_SHIFT
         self._lock = threading.Lock()

@@ -61,7 +61,8 @@ class AgentSettings:
 
 
 class Agent:
-    def __init__(self, kube: Kube, engine: Engine, settings: AgentSettings) -> None:
+    def __init__(self, kube: Kube, engine: Engine, settings: AgentSettings,
+                 topics: dict[str, Json] | None = None) -> None:
         self.kube = kube
         self.engine = engine
         self.settings = settings
@@ -69,7 +70,8 @@ class Agent:
         self.namespace = settings.namespace
         self.finalizer = agent_finalizer(settings.logdir)
         self.manager = agent_manager(settings.logdir)
-        self.topics: dict[str, Json] = {}           # Topic name -> latest body
+        # Topic name -> latest body (a dict the caller may share: the Kafka listener reads it too)
+        self.topics: dict[str, Json] = topics if topics is not None else {}
         self.logdir_body: Json | None = None
         self._lock = threading.Lock()               # the Topic reconcile and status writes, one at a time
         self.partitions_lock = threading.Lock()     # partition deletion vs. the replica driver

@@ -40,7 +40,7 @@ def _utcnow() -> datetime:
 
 class AgentLease:
     def __init__(self, kube: Kube, namespace: str, logdir: str, holder: str, *, session_timeout_ms: int,
-                 heartbeat_interval_ms: int, advertised_url: str | None,
+                 heartbeat_interval_ms: int, advertised_url: str | None, kafka_advertised: str | None = None,
                  monotonic: Callable[[], float] = time.monotonic, now: Callable[[], datetime] = _utcnow) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -49,6 +49,7 @@ class AgentLease:
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.advertised_url = advertised_url
+        self.kafka_advertised = kafka_advertised   # host:port of the Kafka listener, if it runs
         self._monotonic = monotonic
         self._now = now
         self._last_renewal_sent: float | None = None
@@ -72,11 +73,11 @@ class AgentLease:
             if not self._exists and self.kube.get("Lease", self.namespace, self.name) is None:
                 self.kube.create("Lease", self.namespace, lease_body(
                     self.logdir, self.namespace, self.holder, self.session_timeout_ms, self._now(), self.advertised_url,
-                    rejoining=self.rejoining))
+                    rejoining=self.rejoining, kafka_advertised=self.kafka_advertised))
             else:
                 self.kube.patch("Lease", self.namespace, self.name, renewal(
                     self.holder, self.session_timeout_ms, self._now(), self.advertised_url, leaving=self.leaving,
-                    rejoining=self.rejoining))
+                    rejoining=self.rejoining, kafka_advertised=self.kafka_advertised))
         except Exception as error:  # noqa: BLE001 - any failure is a missed heartbeat; keep trying
             self.failures += 1
             self._exists = False

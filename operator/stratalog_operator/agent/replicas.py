@@ -31,7 +31,7 @@ from stratalog.common.names import TopicPartition
 from ..controller.leadership import CAS_ATTEMPTS
 from ..election import PartitionRecord, records_of, render_records
 from ..kube import ApiError, Kube
-from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, rejoining, shutting_down
+from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, kafka_addresses, rejoining, shutting_down
 from ..names import is_paused, is_unmanaged
 from ..replica_records import advertised_urls, alter_isr, broker_id, engine_state
 from .lease import AgentLease
@@ -120,6 +120,7 @@ class ReplicaDriver:
         self.lock = lock              # the agent's: no state is applied while a reconcile deletes
         self.alive: set[str] = set()
         self.endpoints: dict[int, str] = {}
+        self.kafka_listeners: dict[str, tuple[str, int]] = {}   # live LogDir -> its Kafka listener
         self._confirmed = -1
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -130,9 +131,11 @@ class ReplicaDriver:
 
     def read_leases(self) -> None:
         leases = self.kube.list("Lease", self.namespace, label_selector=AGENT_LEASE_SELECTOR)
+        now = datetime.now(timezone.utc)
         # Eligible for the ISR: a live Lease and not in a controlled shutdown (KIP-841).
-        self.alive = (alive_logdirs(leases, datetime.now(timezone.utc)) - shutting_down(leases)
-                      - rejoining(leases))
+        self.alive = alive_logdirs(leases, now) - shutting_down(leases) - rejoining(leases)
+        # Listed to Kafka clients: every live agent with a listener, shutting down or not (it still serves).
+        self.kafka_listeners = kafka_addresses(leases, now)
         self.endpoints = {broker_id(n): url for n, url in advertised_urls(leases).items()}
 
     def leading(self, bodies: list[Json]) -> list[TopicPartition]:

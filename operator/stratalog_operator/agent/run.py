@@ -1,7 +1,9 @@
-"""``stratalog agent``: the engine of one LogDir, its HTTP API and its kopf side, in one process.
+"""``stratalog agent``: the engine of one LogDir, its HTTP API, its Kafka listener and its kopf
+side, in one process.
 
 Order, as in ``stratalog serve``: listen first (``/healthz`` answers during a long
-recovery), open the engine (recovering as needed), then start kopf, so no Topic is acted
+recovery), open the engine (recovering as needed), listen for Kafka clients (``--kafka-listen``;
+its address goes on the Lease, so the Lease waits for it), then start kopf, so no Topic is acted
 on before the data is there. SIGTERM stops kopf, drains the API, and closes the engine
 cleanly (flush, checkpoints, clean-shutdown marker); SIGKILL is recovered from at the next
 start like any crash.
@@ -21,6 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import kopf
 from aiohttp import web
@@ -30,6 +33,9 @@ from stratalog.common.properties import parse_properties
 from stratalog.common.config import parse_key_value_pairs
 from stratalog.server.access.model import OPEN, AccessControl
 from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
+from stratalog.server.kafka.context import KafkaContext
+from stratalog.server.kafka.listener import KafkaListener
+from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.server.app import create_app
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState, Settings
@@ -43,6 +49,7 @@ from ..names import GROUP, agent_timer_finalizer
 from ..replica_records import broker_id
 from .access import DEFAULT_AUDIENCE, AccessReviewer, TokenReviewer
 from .agent import Agent, AgentSettings, agent_manager
+from .cluster import AgentCluster
 from .figures import WritePolicy
 from .lease import AgentLease
 from .replicas import KubeAlterPartition, ReplicaDriver
@@ -83,6 +90,8 @@ class AgentRunOptions:
     token_audience: str = DEFAULT_AUDIENCE
     authorization_cache_s: float = 10.0
     replication: Credentials = NO_CREDENTIALS
+    kafka_listen: tuple[str, int] | None = None      # the Kafka-protocol listener, off when None
+    kafka_advertise: tuple[str, int] | None = None   # what Metadata tells clients (default: the bound address)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AgentRunOptions:
@@ -102,7 +111,8 @@ class AgentRunOptions:
                    args.controlled_shutdown_timeout_ms,
                    (args.tls_cert, args.tls_key) if args.tls_cert is not None else None,
                    args.authentication, args.token_audience, args.authorization_cache_seconds,
-                   Credentials(args.replication_token_file, args.replication_ca_file))
+                   Credentials(args.replication_token_file, args.replication_ca_file),
+                   args.kafka_listen, args.kafka_advertise)
 
 
 def settings_for(options: AgentRunOptions) -> kopf.OperatorSettings:
@@ -155,6 +165,7 @@ async def run_agent(options: AgentRunOptions) -> int:
     abandoned = False   # kopf did not stop in time: its tasks would keep the loop from closing
     status = 0
     driver: ReplicaDriver | None = None
+    kafka: KafkaListener | None = None
     try:
         await loop.run_in_executor(state.broker.maintenance, engine.start)
         logger.info("LogDir %s: engine open on %s (%d partitions)", options.logdir,
@@ -164,16 +175,21 @@ async def run_agent(options: AgentRunOptions) -> int:
         kube = Kube(field_manager=agent_manager(options.logdir), on_write=metrics.wrote,
                     on_conflict=metrics.conflicted)
         advertised = options.advertise or _bound_url(runner, scheme)
+        topics: dict[str, dict[str, Any]] = {}   # the Agent's watched Topics, once it exists
+        kafka_advertised: str | None = None
+        if options.kafka_listen is not None:
+            kafka, (host, port) = await _listen_kafka(options, state, engine, tls, topics, lambda: driver)
+            kafka_advertised = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         lease = AgentLease(kube, options.namespace, options.logdir, f"{socket.gethostname()}-{os.getpid()}",
                            session_timeout_ms=options.broker_session_timeout_ms,
                            heartbeat_interval_ms=options.broker_heartbeat_interval_ms,
-                           advertised_url=advertised)
+                           advertised_url=advertised, kafka_advertised=kafka_advertised)
         lease.rejoining = True   # a new process leads nothing it led before until the controller has moved it
         await loop.run_in_executor(None, lease.start)
         agent = Agent(kube, engine, AgentSettings(
             options.logdir, options.namespace,
             WritePolicy(options.status_min_interval, options.status_interval),
-            options.disk_pressure_free_ratio))
+            options.disk_pressure_free_ratio), topics=topics)
         owner.append(agent)
         # Replication before the first request: every log serves nothing until its record arrives.
         driver = _replication(kube, options, engine, agent, lease)
@@ -223,6 +239,8 @@ async def run_agent(options: AgentRunOptions) -> int:
                 else:
                     logger.info("LogDir %s: controlled shutdown: no leadership left here", options.logdir)
         state.begin_draining()
+        if kafka is not None:
+            await kafka.close()
         await runner.cleanup()
         if runtime is not None:
             await loop.run_in_executor(None, runtime.shutdown)
@@ -305,6 +323,36 @@ def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Ag
                            lease)
     agent.on_topic_event = driver.wake
     return driver
+
+
+async def _listen_kafka(options: AgentRunOptions, state: ServerState, engine: Engine, tls: ReloadingTLS | None,
+                        topics: dict[str, dict[str, Any]], driver: Callable[[], ReplicaDriver | None]
+                        ) -> tuple[KafkaListener, tuple[str, int]]:
+    """The Kafka listener, describing the namespace's cluster; its advertised (host, port)."""
+    assert options.kafka_listen is not None
+    host, port = options.kafka_listen
+    node_id = broker_id(options.logdir)
+
+    def listeners() -> dict[str, tuple[str, int]]:
+        current = driver()
+        return current.kafka_listeners if current is not None else {}
+
+    ctx = KafkaContext(state.broker, engine, node_id, host, port, state.settings.max_fetch_wait_ms,
+                       ProducerIdAllocator(engine.manager.data_dirs[0], node_id), None, state.access)
+    listener = KafkaListener(ctx)
+    try:
+        addresses = await listener.start(host, port, ssl=tls.context if tls else None)
+    except OSError as error:
+        raise OSError(error.errno, f"cannot listen for Kafka clients on {host}:{port}: {error.strerror}") from None
+    bound_host, bound_port = addresses[0][0], addresses[0][1]
+    advertised = options.kafka_advertise or (socket.gethostname() if host in ("0.0.0.0", "::") else host, bound_port)
+    ctx.advertised_host, ctx.advertised_port = advertised
+    ctx.cluster = AgentCluster(options.namespace, options.logdir, advertised, topics, listeners)
+    logger.info("LogDir %s: Kafka listener on %s:%d (advertised as %s:%d, broker id %d; %s)", options.logdir,
+                bound_host, bound_port, advertised[0], advertised[1], node_id,
+                {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
+                 (True, True): "SASL_SSL"}[(tls is not None, state.access.enabled)])
+    return listener, advertised
 
 
 def _bound_url(runner: web.AppRunner, scheme: str) -> str | None:

@@ -4,8 +4,12 @@ DescribeConfigs, IncrementalAlterConfigs and DescribeCluster, through the broker
 
 A lone engine keeps one copy: a replication factor other than 1 (or -1, the default) is refused
 with INVALID_REPLICATION_FACTOR, as are manual replica assignments. Engine-level settings are
-read-only here (they come from ``--config`` at start). On Kubernetes the Topic resource is the
-source of truth; agents do not serve these requests yet.
+read-only here (they come from ``--config`` at start).
+
+On Kubernetes the Topic resource is the source of truth: an agent's ``ClusterView`` says so, and
+CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs are refused there with
+POLICY_VIOLATION and a message naming the resource to edit (Kafka's answer when a request breaks
+the broker's topic policy). DescribeConfigs and DescribeCluster are served everywhere.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from typing import Any
 from stratalog.common.config import ENGINE_CONFIGS, TOPIC_CONFIGS
 from stratalog.common.errors import InvalidConfigError, InvalidPartitionsError, StratalogError
 from stratalog.server.kafka.authorization import Verb, refused
+from stratalog.server.kafka.cluster import AdministeredElsewhere
 from stratalog.server.kafka.codec import AUTHORIZED_OPERATIONS_OMITTED, NO_TOPIC_ID, Request, code_named, error_code, field
-from stratalog.server.kafka.context import CLUSTER_ID, KafkaContext
+from stratalog.server.kafka.context import KafkaContext
 
 DEFAULT_PARTITIONS = 1               # Kafka's num.partitions
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -31,6 +36,12 @@ async def _run(ctx: KafkaContext, call: Callable[..., Any], *args: Any) -> Strat
     except StratalogError as error:
         return error
     return None
+
+
+async def _elsewhere(ctx: KafkaContext, topic: str) -> StratalogError | None:
+    """The refusal of a topic change on an engine whose topics are administered elsewhere."""
+    reason = await ctx.broker.run(ctx.view.administered_elsewhere, topic)
+    return None if reason is None else AdministeredElsewhere(reason)
 
 
 def _topic_configs(ctx: KafkaContext, name: str) -> list[dict[str, Any]]:
@@ -50,7 +61,7 @@ async def create_topics(ctx: KafkaContext, request: Request) -> dict[str, Any]:
         answer: dict[str, Any] = {"name": topic.name, "topic_id": NO_TOPIC_ID, "error_message": None,
                                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1,
                                   "configs": []}
-        refusal = await refused(ctx, request, Verb.ADMINISTER, topic.name)
+        refusal = await refused(ctx, request, Verb.ADMINISTER, topic.name) or await _elsewhere(ctx, topic.name)
         if refusal is not None:
             answers.append({**answer, "error_code": error_code(refusal), "error_message": str(refusal)})
             continue
@@ -86,7 +97,7 @@ async def delete_topics(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     answers = []
     for name in names:
         try:
-            refusal = await refused(ctx, request, Verb.ADMINISTER, name)
+            refusal = await refused(ctx, request, Verb.ADMINISTER, name) or await _elsewhere(ctx, name)
             if refusal is not None:
                 raise refusal
             await ctx.broker.delete_topic(name)
@@ -100,7 +111,7 @@ async def delete_topics(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 async def create_partitions(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     results = []
     for topic in request.body.topics:
-        refusal = await refused(ctx, request, Verb.ADMINISTER, topic.name)
+        refusal = await refused(ctx, request, Verb.ADMINISTER, topic.name) or await _elsewhere(ctx, topic.name)
         if refusal is not None:
             results.append({"name": topic.name, "error_code": error_code(refusal), "error_message": str(refusal)})
             continue
@@ -173,7 +184,7 @@ async def incremental_alter_configs(ctx: KafkaContext, request: Request) -> dict
         ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
         call = _validate_alter if request.body.validate_only else _alter
         error = await refused(ctx, request, Verb.ADMINISTER, resource.resource_name) \
-            or await _run(ctx, call, ctx, resource.resource_name, ops)
+            or await _elsewhere(ctx, resource.resource_name) or await _run(ctx, call, ctx, resource.resource_name, ops)
         answers.append({**entry, "error_code": error_code(error),
                         "error_message": None if error is None else str(error)})
     return {"throttle_time": 0, "responses": answers}
@@ -217,7 +228,9 @@ def _validate_alter(ctx: KafkaContext, topic: str, ops: list[tuple[str, int, str
 
 
 async def describe_cluster(ctx: KafkaContext, request: Request) -> dict[str, Any]:
+    view = ctx.view
+    nodes, controller = await ctx.broker.run(lambda: (view.nodes(), view.controller_id()))
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": CLUSTER_ID, "controller_id": ctx.node_id, "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
-            "brokers": [{"broker_id": ctx.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port,
-                         "rack": None}]}
+            "cluster_id": view.cluster_id, "controller_id": controller,
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "brokers": [{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in nodes]}

@@ -1,4 +1,5 @@
-"""What every Kafka API handler needs: the broker layer and how this engine is reached."""
+"""What every Kafka API handler needs: the broker layer, how this engine is reached, and the
+cluster it is part of."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from stratalog.broker.groups.coordinator import GroupCoordinator
 from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.broker.replica_manager import ReplicaManager
 from stratalog.server.access.model import OPEN, AccessControl
-
-CLUSTER_ID = "stratalog"   # one engine is its own cluster until the operator names one
+from stratalog.server.kafka.cluster import ClusterView, LocalCluster
 
 
 @dataclass
@@ -22,5 +22,16 @@ class KafkaContext:
     advertised_port: int
     max_fetch_wait_ms: int      # the upper bound of a fetch's long poll
     producer_ids: ProducerIdAllocator
-    groups: GroupCoordinator
+    # None: this engine coordinates no group (its group APIs answer NOT_COORDINATOR)
+    groups: GroupCoordinator | None
     access: AccessControl = OPEN
+    cluster: ClusterView | None = None   # None: a cluster of this engine alone
+
+    def __post_init__(self) -> None:
+        if self.cluster is None:
+            self.cluster = LocalCluster(self)
+
+    @property
+    def view(self) -> ClusterView:
+        assert self.cluster is not None
+        return self.cluster

@@ -1,8 +1,11 @@
 """The group APIs over Kafka's protocol: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, ListGroups and DescribeGroups, each a call to the broker's ``GroupCoordinator``.
 
-This engine coordinates every group it is asked about. Transactions have no coordinator here:
-FindCoordinator for one is refused with INVALID_REQUEST and a message saying so.
+FindCoordinator names the broker the ``ClusterView`` says coordinates the group (a lone engine:
+itself), or refuses with the view's reason. An engine without a ``GroupCoordinator`` answers the
+other group APIs with NOT_COORDINATOR, as a Kafka broker does for a group it does not coordinate.
+Transactions have no coordinator here: FindCoordinator for one is refused with INVALID_REQUEST and
+a message saying so.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from stratalog.broker.groups.group import GroupState
-from stratalog.server.kafka.codec import AUTHORIZED_OPERATIONS_OMITTED, Request, code_named, field, millis
+from stratalog.common.errors import StratalogError
+from stratalog.server.kafka.codec import AUTHORIZED_OPERATIONS_OMITTED, Request, code_named, error_code, field, millis
 from stratalog.server.kafka.context import KafkaContext
 
 GROUP_KEY = 0
@@ -24,8 +28,14 @@ async def find_coordinator(ctx: KafkaContext, request: Request) -> dict[str, Any
     found = []
     for key in keys:
         if key_type == GROUP_KEY:
-            found.append({"key": key, "node_id": ctx.node_id, "host": ctx.advertised_host,
-                          "port": ctx.advertised_port, "error_code": 0, "error_message": None})
+            try:
+                node = await ctx.broker.run(ctx.view.group_coordinator, key)
+            except StratalogError as error:
+                found.append({"key": key, "node_id": -1, "host": "", "port": -1, "error_code": error_code(error),
+                              "error_message": str(error)})
+                continue
+            found.append({"key": key, "node_id": node.node_id, "host": node.host, "port": node.port,
+                          "error_code": 0, "error_message": None})
         else:
             found.append({"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code_named("INVALID_REQUEST"),
                           "error_message": "transactions are not supported: this engine has no transaction "
@@ -36,8 +46,15 @@ async def find_coordinator(ctx: KafkaContext, request: Request) -> dict[str, Any
             "port": first["port"]}
 
 
+NOT_COORDINATOR = "NOT_COORDINATOR"
+
+
 async def join_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
+    if ctx.groups is None:
+        return {"throttle_time": 0, "error_code": code_named(NOT_COORDINATOR), "generation_id": -1,
+                "protocol_type": None, "protocol_name": "", "leader": "", "skip_assignment": False,
+                "member_id": body.member_id, "members": []}
     session = millis(body.session_timeout)
     rebalance = millis(field(body, "rebalance_timeout", body.session_timeout))
     result = await ctx.groups.join(body.group_id, body.member_id, request.client_id or "", request.client_host,
@@ -52,6 +69,9 @@ async def join_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 
 async def sync_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
+    if ctx.groups is None:
+        return {"throttle_time": 0, "error_code": code_named(NOT_COORDINATOR), "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     result = await ctx.groups.sync(body.group_id, body.generation_id, body.member_id,
                                    [(a.member_id, bytes(a.assignment)) for a in body.assignments])
     return {"throttle_time": 0, "error_code": code_named(result.error), "protocol_type": result.protocol_type,
@@ -60,23 +80,30 @@ async def sync_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 
 async def heartbeat(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
-    return {"throttle_time": 0,
-            "error_code": code_named(ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id))}
+    answer = NOT_COORDINATOR if ctx.groups is None else \
+        ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
+    return {"throttle_time": 0, "error_code": code_named(answer)}
 
 
 async def leave_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
     members = field(body, "members")
+    groups = ctx.groups
+
+    def leave(member_id: str) -> int:
+        return code_named(NOT_COORDINATOR if groups is None else groups.leave(body.group_id, member_id))
+
     if members is None:   # v0-2: one member
-        return {"throttle_time": 0, "error_code": code_named(ctx.groups.leave(body.group_id, body.member_id))}
+        return {"throttle_time": 0, "error_code": leave(body.member_id)}
     answers = [{"member_id": m.member_id, "group_instance_id": field(m, "group_instance_id"),
-                "error_code": code_named(ctx.groups.leave(body.group_id, m.member_id))} for m in members]
+                "error_code": leave(m.member_id)} for m in members]
     return {"throttle_time": 0, "error_code": 0, "members": answers}
 
 
 async def list_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     wanted = {s.lower() for s in field(request.body, "states_filter") or ()}
-    groups = [g for g in ctx.groups.list_groups() if not wanted or g.state.value.lower() in wanted]
+    coordinated = ctx.groups.list_groups() if ctx.groups is not None else []   # none here: an empty list
+    groups = [g for g in coordinated if not wanted or g.state.value.lower() in wanted]
     return {"throttle_time": 0, "error_code": 0,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or CONSUMER_PROTOCOL,
                         "group_state": g.state.value, "group_type": "classic"} for g in groups]}
@@ -85,6 +112,9 @@ async def list_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 async def describe_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     described = []
     for group_id in request.body.groups:
+        if ctx.groups is None:
+            described.append(_not_coordinated(group_id))
+            continue
         group = ctx.groups.describe(group_id)
         if group is None:
             described.append({"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value,
@@ -101,3 +131,9 @@ async def describe_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]
                          "member_assignment": m.assignment if group.state is GroupState.STABLE else b""}
                         for m in group.members.values()]})
     return {"throttle_time": 0, "groups": described}
+
+
+def _not_coordinated(group_id: str) -> dict[str, Any]:
+    return {"error_code": code_named(NOT_COORDINATOR), "group_id": group_id, "group_state": "",
+            "protocol_type": "", "protocol_data": "", "members": [],
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

@@ -1,10 +1,10 @@
-"""Metadata: the brokers (this engine) and, per topic, its partitions with leader and ISR.
+"""Metadata: the brokers and, per topic, its partitions with leader and ISR, from the ``ClusterView``.
 
-A lone engine leads every partition it holds. With replication on, the leader, its epoch and
-the ISR are the controller's state for the partition; Metadata lists only this engine's own
-address, so clients reach other leaders only once the operator advertises every engine's
-listener (issue 18's Kubernetes part). Topic ids are all zero: the engine keeps none yet, and
-Kafka's zero id means "unknown" to a client.
+A lone engine lists itself and leads every partition it holds; an agent lists every engine of
+its namespace and every Topic's partitions as the operator recorded them. Topic ids are all
+zero: the engine keeps none yet, and Kafka's zero id means "unknown" to a client. Topics are
+never created by Metadata (``allow_auto_topic_creation`` is not honoured): they are made with
+CreateTopics, ``stratalog topics`` or, on Kubernetes, a Topic resource.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC
 from stratalog.common.errors import StratalogError
-from stratalog.common.names import TopicPartition
+from stratalog.server.kafka.cluster import ClusterView, PartitionView
 from stratalog.server.kafka.codec import (
     AUTHORIZED_OPERATIONS_OMITTED,
     NO_TOPIC_ID,
@@ -22,45 +22,37 @@ from stratalog.server.kafka.codec import (
     error_code,
     field,
 )
-from stratalog.server.kafka.context import CLUSTER_ID, KafkaContext
-
+from stratalog.server.kafka.context import KafkaContext
 
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     requested = field(request.body, "topics")
     names = None if requested is None else [t.name for t in requested if t.name is not None]
-    topics = await ctx.broker.run(_describe, ctx, names)   # on the pool: listing waits for the manager's lock
-    return {"throttle_time": 0, "cluster_id": CLUSTER_ID, "controller_id": ctx.node_id,
+    view = ctx.view
+    # On the pool: a lone engine's listing waits for the manager's lock.
+    brokers, topics = await ctx.broker.run(_describe, view, names)
+    return {"throttle_time": 0, "cluster_id": view.cluster_id, "controller_id": view.controller_id(),
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "error_code": 0,
-            "brokers": [{"node_id": ctx.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port,
-                         "rack": None}],
-            "topics": topics}
+            "brokers": brokers, "topics": topics}
 
 
-def _describe(ctx: KafkaContext, names: list[str] | None) -> list[dict[str, Any]]:
-    return [_topic(ctx, name) for name in (ctx.engine.manager.topics() if names is None else names)]
+def _describe(view: ClusterView, names: list[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in view.nodes()]
+    topics = [_topic(view, name) for name in (view.topic_names() if names is None else names)]
+    return brokers, topics
 
 
-def _topic(ctx: KafkaContext, name: str) -> dict[str, Any]:
+def _topic(view: ClusterView, name: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "topic_id": NO_TOPIC_ID, "is_internal": name == OFFSETS_TOPIC,
                              "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     try:
-        description = ctx.broker.topics.describe_topic(name)
+        partitions = view.partitions(name)
     except StratalogError as error:
         return {**entry, "error_code": error_code(error), "partitions": []}
-    partitions = [_partition(ctx, TopicPartition(name, p)) for p in description.partitions]
-    return {**entry, "error_code": 0, "partitions": partitions}
+    return {**entry, "error_code": 0, "partitions": [_partition(p) for p in partitions]}
 
 
-def _partition(ctx: KafkaContext, tp: TopicPartition) -> dict[str, Any]:
-    leader, epoch, replicas, isr, code = ctx.node_id, 0, [ctx.node_id], [ctx.node_id], 0
-    if ctx.broker.replicas is not None:
-        partition = ctx.broker.replicas.get(tp)
-        state = partition.state if partition is not None else None
-        if state is None:
-            code = code_named("LEADER_NOT_AVAILABLE")   # the controller has not spoken of it yet
-            leader, epoch, replicas, isr = -1, -1, [], []
-        else:
-            leader, epoch, replicas, isr = state.leader, state.leader_epoch, list(state.replicas), list(state.isr)
-    return {"error_code": code, "partition_index": tp.partition, "leader_id": leader, "leader_epoch": epoch,
-            "replica_nodes": replicas, "isr_nodes": isr, "offline_replicas": []}
+def _partition(p: PartitionView) -> dict[str, Any]:
+    return {"error_code": code_named(p.error), "partition_index": p.partition, "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas), "isr_nodes": list(p.isr),
+            "offline_replicas": []}

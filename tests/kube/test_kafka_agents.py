@@ -1,0 +1,254 @@
+"""Kafka clients against a namespace's agents: every agent is a broker of one Kafka cluster.
+
+The controller and three LogDir agents run as real processes against the real API server, each
+agent with a Kafka listener (``--kafka-listen``) that it advertises on its Lease. A Topic of
+2 partitions × 3 replicas with ``min.insync.replicas=2`` is made as a Topic resource. Real
+clients (kafka-python, and librdkafka through confluent-kafka, and Kafka's own tools) are given
+one agent to bootstrap from; Metadata from any agent lists all three and each partition's
+leader as the Topic's status records it, so the clients send each request to its leader, follow
+a leadership that moves, and read back through any agent what they wrote, which the HTTP API and
+every replica's files agree with.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from kafka_tools import kafka_toolchain  # noqa: F401 - the fixture
+from kafka_wire import call
+from stratalog_operator.replica_records import broker_id
+
+from .conftest import KubeCluster
+from .roles import Agent, Operator, free_port, logdir_manifests, wait_for
+
+NS = "kafka-agents"
+LOGDIRS = ("kafka-a", "kafka-b", "kafka-c")
+TOPIC = "clicks"
+PARTITIONS = 2
+AGENT_ARGS = ("--broker-session-timeout-ms", "3000", "--broker-heartbeat-interval-ms", "500",
+              "--config", "replica.lag.time.max.ms=3000", "--config", "replica.fetch.wait.max.ms=200")
+
+
+class Bed:
+    def __init__(self, kube: KubeCluster, root: Path) -> None:
+        self.kube = kube
+        self.root = root
+        self.operator = Operator(kube.env, NS, root / "operator.log")
+        self.ports = {n: free_port() for n in LOGDIRS}
+        self.agents = {n: Agent(kube.env, NS, n, [root / n / "data-0"], root / f"{n}.log", *AGENT_ARGS,
+                                "--kafka-listen", f"127.0.0.1:{self.ports[n]}") for n in LOGDIRS}
+        self.api = requests.Session()
+        self.api.headers["Authorization"] = f"Bearer {kube.token}"
+
+    @property
+    def logs(self) -> list[Path]:
+        return [self.operator.log_path, *(a.log_path for a in self.agents.values())]
+
+    def kafka(self, logdir: str) -> str:
+        return f"127.0.0.1:{self.ports[logdir]}"
+
+    def records(self) -> dict[int, dict[str, Any]]:
+        r = self.api.get(f"{self.kube.server}/apis/stratalog.io/v1alpha1/namespaces/{NS}/topics/{TOPIC}",
+                         verify=str(self.kube.ca), timeout=10)
+        r.raise_for_status()
+        return {p["partition"]: p for p in (r.json().get("status") or {}).get("partitions") or []}
+
+    def settled(self) -> dict[int, dict[str, Any]] | None:
+        """Every partition led with all three replicas in its ISR, each leader acting on its record,
+        and every agent's Metadata listing all three brokers and those leaders."""
+        records = self.records()
+        if len(records) != PARTITIONS or any(r.get("leader") is None or len(r["isr"]) != 3
+                                             for r in records.values()):
+            return None
+        for p, record in records.items():
+            leader = self.agents[record["leader"]]
+            if requests.get(f"{leader.base}/v1/topics/{TOPIC}/partitions/{p}/offsets", params={"timestamp": -1},
+                            timeout=10).status_code != 200:
+                return None
+        for logdir in LOGDIRS:
+            brokers, partitions = metadata(self.kafka(logdir))
+            if len(brokers) != 3 or {p: leader for p, (leader, _, _) in partitions.items()} != \
+                    {p: broker_id(r["leader"]) for p, r in records.items()}:
+                return None
+        return records
+
+
+def metadata(address: str) -> tuple[dict[int, tuple[str, int]], dict[int, tuple[int, list[int], list[int]]]]:
+    """Metadata v12 of the Topic from one listener: brokers by id, and partition -> (leader, replicas, ISR)."""
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.metadata.v12.response import MetadataResponse
+
+    _, answer = call(address, MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),
+                                              allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=False), MetadataResponse)
+    brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
+    (topic,) = answer.topics
+    assert topic.error_code == 0, topic
+    return brokers, {p.partition_index: (p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+                     for p in topic.partitions}
+
+
+def _manifests() -> str:
+    docs = logdir_manifests(LOGDIRS)
+    docs.append("apiVersion: stratalog.io/v1alpha1\nkind: Topic\n"
+                f"metadata: {{name: {TOPIC}}}\n"
+                f"spec: {{partitions: {PARTITIONS}, replicas: 3, config: {{min.insync.replicas: 2}}}}\n")
+    return "---\n".join(docs)
+
+
+@pytest.fixture(scope="module")
+def bed(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
+    repo = Path(__file__).resolve().parents[2]
+    kube_cluster.kubectl_run("apply", "-f", str(repo / "crds"))
+    kube_cluster.kubectl_run("create", "namespace", NS)
+    bed = Bed(kube_cluster, tmp_path_factory.mktemp("kafka-agents"))
+    bed.operator.start()
+    for agent in bed.agents.values():
+        agent.start()
+    kube_cluster.kubectl_run("-n", NS, "apply", "-f", "-", input=_manifests())
+    try:
+        wait_for("every partition led, replicated and described alike by every agent", bed.settled, timeout=120,
+                 logs=bed.logs)
+        yield bed
+    finally:
+        for role in (*bed.agents.values(), bed.operator):
+            role.stop()
+
+
+@pytest.fixture(autouse=True)
+def every_role_up(request: pytest.FixtureRequest) -> None:
+    """Each test starts with every role running and the partitions settled again."""
+    if "bed" in request.fixturenames:
+        bed: Bed = request.getfixturevalue("bed")
+        for role in (bed.operator, *bed.agents.values()):
+            if not role.alive():
+                role.start()
+        wait_for("the partitions to settle", bed.settled, timeout=120, logs=bed.logs)
+
+
+def test_every_agent_lists_the_three_agents_as_brokers_and_each_partitions_leader_and_isr_as_recorded(bed):
+    records = bed.records()
+    expected_brokers = {broker_id(n): ("127.0.0.1", bed.ports[n]) for n in LOGDIRS}
+    for logdir in LOGDIRS:
+        brokers, partitions = metadata(bed.kafka(logdir))
+        assert brokers == expected_brokers, logdir
+        for p, (leader, replicas, isr) in partitions.items():
+            assert leader == broker_id(records[p]["leader"])
+            assert replicas == [broker_id(r) for r in records[p]["replicas"]]
+            assert sorted(isr) == sorted(broker_id(r) for r in records[p]["isr"])
+
+
+def test_producers_given_one_agent_write_to_each_leader_and_a_consumer_reads_it_all_back_as_http_does(bed):
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    records = bed.records()
+    # Bootstrap from an agent that leads nothing, when there is one: every produce must be routed by Metadata.
+    leaders = {r["leader"] for r in records.values()}
+    bootstrap = bed.kafka(next((n for n in LOGDIRS if n not in leaders), LOGDIRS[0]))
+    python = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(100):
+        python.send(TOPIC, key=b"k", value=f"python-{i}".encode(), partition=i % PARTITIONS)
+    python.flush(timeout=60)
+    python.close()
+    delivered: list[Any] = []
+    rdkafka = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                        "linger.ms": 5})
+    for i in range(100):
+        rdkafka.produce(TOPIC, value=f"rdkafka-{i}".encode(), partition=i % PARTITIONS,
+                        on_delivery=lambda error, message: delivered.append(error))
+    assert rdkafka.flush(60) == 0
+    assert delivered == [None] * 100
+
+    consumer = KafkaConsumer(bootstrap_servers=bed.kafka(LOGDIRS[0]), enable_auto_commit=False,
+                             consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+    consumer.seek_to_beginning()
+    read: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+    for message in consumer:
+        read[message.partition].append((message.offset, message.value))
+    consumer.close()
+    for p in range(PARTITIONS):
+        values = [v for _, v in read[p]]
+        assert values == [f"python-{i}".encode() for i in range(p, 100, PARTITIONS)] + \
+            [f"rdkafka-{i}".encode() for i in range(p, 100, PARTITIONS)], f"partition {p}"
+        leader = bed.agents[records[p]["leader"]]
+        over_http = leader.consume(TOPIC, p)
+        assert [(r["offset"], r["value"].encode()) for r in over_http] == read[p]
+
+
+def test_kafka_topics_describes_the_topic_through_any_agent_and_topic_changes_name_the_resource_to_edit(
+        bed, kafka_toolchain):  # noqa: F811 - the fixture
+    records = bed.records()
+    described = kafka_toolchain.java("org.apache.kafka.tools.TopicCommand",
+                                     ["--bootstrap-server", bed.kafka(LOGDIRS[2]), "--describe", "--topic", TOPIC])
+    assert described.returncode == 0, described.describe()
+    assert f"PartitionCount: {PARTITIONS}" in described.stdout and "ReplicationFactor: 3" in described.stdout
+    for p in range(PARTITIONS):
+        line = next(line for line in described.stdout.splitlines() if f"Partition: {p}" in line)
+        assert f"Leader: {broker_id(records[p]['leader'])}" in line, line
+
+    created = kafka_toolchain.java("org.apache.kafka.tools.TopicCommand",
+                                   ["--bootstrap-server", bed.kafka(LOGDIRS[0]), "--create", "--topic", "made-by-cli",
+                                    "--partitions", "1"])
+    assert created.returncode != 0
+    assert "PolicyViolationException" in created.stderr + created.stdout
+    assert f"topics of namespace {NS} are Topic resources" in created.stderr + created.stdout
+
+    deleted = kafka_toolchain.java("org.apache.kafka.tools.TopicCommand",
+                                   ["--bootstrap-server", bed.kafka(LOGDIRS[1]), "--delete", "--topic", TOPIC])
+    assert deleted.returncode != 0
+    assert f"is the Topic resource {NS}/{TOPIC}" in deleted.stderr + deleted.stdout
+    assert len(bed.records()) == PARTITIONS   # nothing was deleted, on any agent
+    for logdir in LOGDIRS:
+        assert requests.get(f"{bed.agents[logdir].base}/v1/topics/{TOPIC}", timeout=10).status_code == 200
+
+
+def test_a_consumer_group_is_refused_by_find_coordinator_with_what_to_do_instead(bed):
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+    from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
+
+    _, answer = call(bed.kafka(LOGDIRS[0]), FindCoordinatorRequest(key_type=0, coordinator_keys=("billing",)),
+                     FindCoordinatorResponse)
+    (found,) = answer.coordinators
+    assert found.error_code == 42   # INVALID_REQUEST
+    assert "do not coordinate consumer groups" in (found.error_message or "") and "'billing'" in found.error_message
+
+
+def test_an_acks_all_producer_follows_the_leadership_when_its_leader_agent_is_killed(bed):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    records = bed.records()
+    victim = records[0]["leader"]
+    survivor = next(n for n in LOGDIRS if n != victim)
+    producer = KafkaProducer(bootstrap_servers=bed.kafka(survivor), acks="all", retries=1000,
+                             retry_backoff_ms=200, request_timeout_ms=10000, max_in_flight_requests_per_connection=1)
+    acked: list[tuple[int, bytes]] = []
+    before = len([1 for _ in bed.agents[victim].consume(TOPIC, 0)])
+    for i in range(200):
+        if i == 50:
+            bed.agents[victim].proc.send_signal(signal.SIGKILL)   # type: ignore[union-attr]
+            bed.agents[victim].proc.wait(timeout=30)              # type: ignore[union-attr]
+        value = f"failover-{i}".encode()
+        metadata_of = producer.send(TOPIC, value=value, partition=0).get(timeout=60)
+        acked.append((metadata_of.offset, value))
+        time.sleep(0.01)
+    producer.close()
+    moved = bed.records()[0]["leader"]
+    assert moved != victim, "the controller moved partition 0's leadership away from the killed agent"
+
+    consumer = KafkaConsumer(bootstrap_servers=bed.kafka(survivor), enable_auto_commit=False,
+                             consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition(TOPIC, 0)])
+    consumer.seek(TopicPartition(TOPIC, 0), before)
+    read = {m.offset: m.value for m in consumer}
+    consumer.close()
+    lost = [(o, v) for o, v in acked if read.get(o) != v]
+    assert not lost, f"acknowledged records not read back at their offsets: {lost[:5]}"
