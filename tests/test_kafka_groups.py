@@ -277,3 +277,63 @@ def test_a_join_still_waiting_at_shutdown_is_told_to_find_the_coordinator_again(
         return (await asyncio.wait_for(waiting, 1)).error
 
     assert asyncio.run(run()) == "NOT_COORDINATOR"
+
+
+def test_a_coordinator_serves_only_the_groups_of_the_offsets_partitions_it_leads_and_reloads_them_at_a_new_epoch(
+        tmp_path):
+    """Among replicas: the leader of a group's __consumer_offsets partition coordinates it; losing the
+    partition answers NOT_COORDINATOR, and leading it again reads the commits in its log afresh (here
+    one another leader wrote, which replication would have brought)."""
+    import asyncio
+
+    from stratalog.broker.engine import Engine
+    from stratalog.broker.groups.coordinator import GroupCoordinator
+    from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, offset_key, offset_value, partition_for
+    from stratalog.broker.groups.ownership import OffsetsPlacement
+    from stratalog.broker.produce import Acks
+    from stratalog.broker.replica_manager import ReplicaManager
+    from stratalog.records import Record, build_batch
+
+    engine = Engine([tmp_path / "engine"], {}, schedule=False)
+    engine.start()
+    broker = ReplicaManager(engine)
+    broker.topics.create_topic(OFFSETS_TOPIC, 3, {"cleanup.policy": "compact"})
+    led: dict[int, int] = {}
+    groups = GroupCoordinator(broker, placement=OffsetsPlacement(lambda: 3, led.get, create_topic=False))
+    group, tp = "billing", TopicPartition("orders", 0)
+    mine, other = partition_for(group, 3), partition_for("trio", 3)
+    assert mine != other
+
+    async def run() -> None:
+        await groups.start()
+        assert await groups.commit(group, -1, "", [(tp, 10, -1, None)]) == {tp: "NOT_COORDINATOR"}
+        led[mine] = 0
+        assert await groups.commit(group, -1, "", [(tp, 10, -1, None)]) == {tp: "NONE"}
+        assert (await groups.committed(group, [tp]))[tp].offset == 10
+        assert [g.group_id for g in await groups.list_groups()] == [group]
+        assert await groups.committed("trio", [tp]) == "NOT_COORDINATOR"   # another partition's group
+
+        del led[mine]   # the leadership moved away
+        assert await groups.committed(group, [tp]) == "NOT_COORDINATOR"
+        assert await groups.heartbeat(group, 1, "m") == "NOT_COORDINATOR"
+        assert await groups.list_groups() == []
+        later = Record(0, 1, offset_key(group, tp), offset_value(CommittedOffset(20, -1, "", 1)))
+        await broker.append_records(TopicPartition(OFFSETS_TOPIC, mine), [build_batch([later])], Acks.LEADER, 1,
+                                    internal=True)
+
+        led[mine] = 1   # back, at a new leader epoch: what its log holds now
+        assert (await groups.committed(group, [tp]))[tp].offset == 20
+
+        # Lost and led again between two requests: the new epoch alone says the log must be read again.
+        again = Record(0, 2, offset_key(group, tp), offset_value(CommittedOffset(30, -1, "", 2)))
+        await broker.append_records(TopicPartition(OFFSETS_TOPIC, mine), [build_batch([again])], Acks.LEADER, 2,
+                                    internal=True)
+        led[mine] = 2
+        assert (await groups.committed(group, [tp]))[tp].offset == 30
+        await groups.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        broker.shutdown_pools()
+        engine.stop()

@@ -2,8 +2,10 @@
 
 One PVC per volume (created by the controller rather than through volumeClaimTemplates, so
 that sizes can grow and ``deleteClaim`` can be honoured per claim), a ConfigMap with the
-engine's properties, a Service for the agent's HTTP API, and a single-replica StatefulSet
-whose pod runs ``stratalog agent`` on the mounted volumes.
+engine's properties, a Service for the agent's HTTP API and Kafka listener, and a
+single-replica StatefulSet whose pod runs ``stratalog agent`` on the mounted volumes. Each agent
+advertises its Service to Kafka clients, so a client anywhere in the cluster reaches every
+broker the Metadata lists.
 
 Everything carries an owner reference to the LogDir, so the garbage collector of a real
 cluster removes the children with it; a PVC only when ``deleteClaim`` is true, so that by
@@ -17,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .names import (AGENT_PORT, API_VERSION, CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_ROOT, ENGINE_PROPERTIES,
+from .names import (AGENT_PORT, API_VERSION, KAFKA_PORT, CONFIG_DIR, CONFIG_HASH_ANNOTATION, DATA_ROOT, ENGINE_PROPERTIES,
                     SPEC_HASH_ANNOTATION,
                     LABEL_COMPONENT, LABEL_INSTANCE, LABEL_LOGDIR, LABEL_MANAGED_BY, LABEL_NAME, claim_name,
                     configmap_name, service_name, statefulset_name)
@@ -51,6 +53,8 @@ class AgentOptions:
     # The audience the agents accept tokens for (and mint their own with): one per release, so a
     # token for one release's agents is no good at another's.
     token_audience: str = "stratalog"
+    # The agents' Kafka listener, advertised as <LogDir's Service>.<namespace>.svc:<port>; 0: none.
+    kafka_port: int = KAFKA_PORT
 
 
 @dataclass(frozen=True)
@@ -147,11 +151,15 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
         "metadata": {"name": configmap_name(name), "labels": labels(name), "ownerReferences": owner},
         "data": {ENGINE_PROPERTIES: props_text},
     }
+    service_ports = [{"name": "http", "port": AGENT_PORT, "targetPort": "http", "protocol": "TCP"}]
+    container_ports = [{"name": "http", "containerPort": AGENT_PORT, "protocol": "TCP"}]
+    if options.kafka_port:
+        service_ports.append({"name": "kafka", "port": options.kafka_port, "targetPort": "kafka", "protocol": "TCP"})
+        container_ports.append({"name": "kafka", "containerPort": options.kafka_port, "protocol": "TCP"})
     service: Json = {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": service_name(name), "labels": labels(name), "ownerReferences": owner},
-        "spec": {"type": "ClusterIP", "selector": selector_labels(name),
-                 "ports": [{"name": "http", "port": AGENT_PORT, "targetPort": "http", "protocol": "TCP"}]},
+        "spec": {"type": "ClusterIP", "selector": selector_labels(name), "ports": service_ports},
     }
     # Followers and clients reach this engine through the LogDir's Service: a stable name that
     # survives the pod's rescheduling (the pod's own hostname resolves nowhere without a headless one).
@@ -159,6 +167,9 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
     command = ["stratalog", "agent", "--logdir", name, "--namespace", namespace,
                "--listen", f"0.0.0.0:{AGENT_PORT}", "--config-file", f"{CONFIG_DIR}/{ENGINE_PROPERTIES}",
                "--advertise", f"{scheme}://{service_name(name)}.{namespace}.svc:{AGENT_PORT}"]
+    if options.kafka_port:
+        command += ["--kafka-listen", f"0.0.0.0:{options.kafka_port}",
+                    "--kafka-advertise", f"{service_name(name)}.{namespace}.svc:{options.kafka_port}"]
     mounts: list[Json] = []
     pod_volumes: list[Json] = []
     for volume in volumes:
@@ -178,7 +189,7 @@ def desired_children(logdir: Mapping[str, Any], options: AgentOptions) -> Childr
         "imagePullPolicy": options.image_pull_policy,
         "command": command,
         "env": [{"name": "STRATALOG_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        "ports": [{"name": "http", "containerPort": AGENT_PORT, "protocol": "TCP"}],
+        "ports": container_ports,
         # Liveness must not fail during a long recovery: /healthz answers while the engine opens.
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http", "scheme": scheme.upper()},
                           "periodSeconds": 10, "failureThreshold": 6},

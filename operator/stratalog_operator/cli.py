@@ -60,6 +60,15 @@ def register(sub: Any) -> None:
     op.add_argument("--agent-token-audience", default=os.environ.get("STRATALOG_AGENT_TOKEN_AUDIENCE") or "stratalog",
                     metavar="AUDIENCE", help="the audience the agents accept ServiceAccount tokens for (default "
                                              "stratalog; the chart sets one per release)")
+    op.add_argument("--agent-kafka-port", type=int, default=int(os.environ.get("STRATALOG_AGENT_KAFKA_PORT") or 9092),
+                    metavar="PORT", help="the agents' Kafka listener, on each LogDir's Service (default: "
+                                         "$STRATALOG_AGENT_KAFKA_PORT or 9092; 0: no Kafka listener)")
+    op.add_argument("--offsets-topic-partitions", type=int, default=50, metavar="N",
+                    help="partitions of the __consumer_offsets Topic made in each namespace with a LogDir "
+                         "(Kafka's offsets.topic.num.partitions; default 50)")
+    op.add_argument("--offsets-topic-replicas", type=int, default=3, metavar="N",
+                    help="its copies, at most one per LogDir there is when it is made (Kafka's "
+                         "offsets.topic.replication.factor; default 3)")
     op.add_argument("--resync-seconds", type=float, default=300.0,
                     help="reconcile everything this often, besides watch events (default 300)")
     op.add_argument("--peering", default=None, metavar="NAME",
@@ -129,6 +138,7 @@ def register(sub: Any) -> None:
 def _run_operator(args: argparse.Namespace) -> int:
     try:
         from .children import AgentOptions
+        from .controller.offsets_topic import OffsetsTopicOptions
         from .controller.run import OperatorOptions, main
     except ImportError as error:
         raise _missing_extra("operator", error) from None
@@ -139,7 +149,10 @@ def _run_operator(args: argparse.Namespace) -> int:
                                                  volume_permissions=args.agent_volume_permissions,
                                                  authentication=args.agent_authentication,
                                                  tls_secret=args.agent_tls_secret,
-                                                 token_audience=args.agent_token_audience),
+                                                 token_audience=args.agent_token_audience,
+                                                 kafka_port=args.agent_kafka_port),
+                              offsets_topic=OffsetsTopicOptions(args.offsets_topic_partitions,
+                                                                args.offsets_topic_replicas),
                               resync_seconds=args.resync_seconds, peering=args.peering)
     return main(options, log_level=args.log_level)
 

@@ -17,10 +17,10 @@ from .crds import GROUP, VERSION
 __all__ = [
     "GROUP", "VERSION", "API_VERSION", "LOGDIRS", "TOPICS",
     "LABEL_NAME", "LABEL_INSTANCE", "LABEL_COMPONENT", "LABEL_MANAGED_BY", "LABEL_LOGDIR",
-    "PAUSE_ANNOTATION", "MANAGED_ANNOTATION", "CONFIG_HASH_ANNOTATION", "SPEC_HASH_ANNOTATION",
+    "PAUSE_ANNOTATION", "MANAGED_ANNOTATION", "OFFSETS_TOPIC_REQUESTED_ANNOTATION", "CONFIG_HASH_ANNOTATION", "SPEC_HASH_ANNOTATION",
     "CONTROLLER_FINALIZER", "AGENT_FINALIZER_PREFIX", "agent_finalizer", "agent_timer_finalizer", "is_paused", "is_unmanaged",
     "claim_name", "statefulset_name", "service_name", "configmap_name", "pod_name",
-    "AGENT_PORT", "DATA_ROOT", "CONFIG_DIR", "ENGINE_PROPERTIES",
+    "AGENT_PORT", "KAFKA_PORT", "DATA_ROOT", "CONFIG_DIR", "ENGINE_PROPERTIES",
 ]
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -41,10 +41,15 @@ MANAGED_ANNOTATION = f"{GROUP}/managed"
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 SPEC_HASH_ANNOTATION = f"{GROUP}/spec-hash"
 
+# Put on its own LogDir by an agent asked for a group's coordinator while the namespace has no
+# __consumer_offsets Topic: the controller then makes one (Kafka makes it at the first FindCoordinator).
+OFFSETS_TOPIC_REQUESTED_ANNOTATION = f"{GROUP}/consumer-offsets-requested"
+
 CONTROLLER_FINALIZER = f"{GROUP}/controller"
 AGENT_FINALIZER_PREFIX = f"{GROUP}/agent-"
 
 AGENT_PORT = 8092
+KAFKA_PORT = 9092    # the agents' Kafka listener (Kafka's own default port)
 DATA_ROOT = "/var/lib/stratalog"
 CONFIG_DIR = "/etc/stratalog"
 ENGINE_PROPERTIES = "engine.properties"

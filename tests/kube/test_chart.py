@@ -69,6 +69,16 @@ def test_template_accepted_by_apiserver(kube_cluster: KubeCluster) -> None:
            for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert (env["STRATALOG_AGENT_AUTHENTICATION"], env["STRATALOG_AGENT_TLS_SECRET"]) == ("kubernetes", "agents-tls")
     assert env["STRATALOG_AGENT_TOKEN_AUDIENCE"] == "strata-stratalog"   # one per release by default
+    # Kafka clients: the agents listen on 9092, the NetworkPolicy lets them in, and they bootstrap from one Service.
+    assert env["STRATALOG_AGENT_KAFKA_PORT"] == "9092"
+    assert "service/strata-stratalog-kafka-bootstrap created (server dry run)" in out, out
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    [bootstrap] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].endswith("kafka-bootstrap")]
+    assert bootstrap["spec"]["selector"] == {"app.kubernetes.io/name": "stratalog",
+                                             "app.kubernetes.io/component": "agent"}
+    assert bootstrap["spec"]["ports"] == [{"name": "kafka", "port": 9092, "targetPort": "kafka", "protocol": "TCP"}]
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"][0]["ports"] == [{"port": 8092, "protocol": "TCP"}, {"port": 9092, "protocol": "TCP"}]
 
 
 def test_tls_on_by_default_asks_for_a_secret_or_an_issuer_by_name(kube_cluster: KubeCluster) -> None:
@@ -80,6 +90,11 @@ def test_tls_on_by_default_asks_for_a_secret_or_an_issuer_by_name(kube_cluster: 
                   "networkPolicy.enabled=false,access.exampleRoles=false").stdout
     assert '"STRATALOG_AGENT_TLS_SECRET"' not in plain and "value: \"none\"" in plain
     assert "NetworkPolicy" not in plain and "agent-reviews" not in plain
+    no_kafka = _helm(kube_cluster, "template", "x", str(CHART), "--set", "tls.enabled=false,kafka.port=0").stdout
+    assert "kafka-bootstrap" not in no_kafka
+    env = {e["name"]: e.get("value") for doc in yaml.safe_load_all(no_kafka) if doc and doc["kind"] == "Deployment"
+           for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["STRATALOG_AGENT_KAFKA_PORT"] == "0"   # the operator then gives the agents no Kafka listener
 
 
 def test_the_grafana_dashboard_ships_as_a_configmap_for_grafanas_sidecar(kube_cluster: KubeCluster) -> None:

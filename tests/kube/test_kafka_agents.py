@@ -1,18 +1,24 @@
 """Kafka clients against a namespace's agents: every agent is a broker of one Kafka cluster.
 
 The controller and three LogDir agents run as real processes against the real API server, each
-agent with a Kafka listener (``--kafka-listen``) that it advertises on its Lease. A Topic of
-2 partitions × 3 replicas with ``min.insync.replicas=2`` is made as a Topic resource. Real
-clients (kafka-python, and librdkafka through confluent-kafka, and Kafka's own tools) are given
-one agent to bootstrap from; Metadata from any agent lists all three and each partition's
-leader as the Topic's status records it, so the clients send each request to its leader, follow
-a leadership that moves, and read back through any agent what they wrote, which the HTTP API and
-every replica's files agree with.
+agent with a Kafka listener (``--kafka-listen``) that it advertises on its Lease. Topics of
+3 replicas with ``min.insync.replicas=2`` are made as Topic resources. Real clients
+(kafka-python, and librdkafka through confluent-kafka, and Kafka's own tools) are given one
+agent to bootstrap from; Metadata from any agent lists all three and each partition's leader as
+the Topic's status records it, so the clients send each request to its leader, follow a
+leadership that moves, and read back through any agent what they wrote, which the HTTP API
+agrees with.
+
+Consumer groups: the first FindCoordinator has the controller make the namespace's
+``__consumer_offsets`` Topic (3 partitions here, ``--offsets-topic-partitions``); each group is
+coordinated by the leader of its partition, and when that agent is killed the next leader
+coordinates the group with its committed offsets.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +29,7 @@ import requests
 
 from kafka_tools import kafka_toolchain  # noqa: F401 - the fixture
 from kafka_wire import call
+from stratalog.common.names import OFFSETS_TOPIC
 from stratalog_operator.replica_records import broker_id
 
 from .conftest import KubeCluster
@@ -32,6 +39,9 @@ NS = "kafka-agents"
 LOGDIRS = ("kafka-a", "kafka-b", "kafka-c")
 TOPIC = "clicks"
 PARTITIONS = 2
+GROUP_TOPIC = "views"
+GROUP_PARTITIONS = 3
+OFFSETS_PARTITIONS = 3
 AGENT_ARGS = ("--broker-session-timeout-ms", "3000", "--broker-heartbeat-interval-ms", "500",
               "--config", "replica.lag.time.max.ms=3000", "--config", "replica.fetch.wait.max.ms=200")
 
@@ -40,7 +50,8 @@ class Bed:
     def __init__(self, kube: KubeCluster, root: Path) -> None:
         self.kube = kube
         self.root = root
-        self.operator = Operator(kube.env, NS, root / "operator.log")
+        self.operator = Operator(kube.env, NS, root / "operator.log", "--offsets-topic-partitions",
+                                 str(OFFSETS_PARTITIONS))
         self.ports = {n: free_port() for n in LOGDIRS}
         self.agents = {n: Agent(kube.env, NS, n, [root / n / "data-0"], root / f"{n}.log", *AGENT_ARGS,
                                 "--kafka-listen", f"127.0.0.1:{self.ports[n]}") for n in LOGDIRS}
@@ -54,38 +65,42 @@ class Bed:
     def kafka(self, logdir: str) -> str:
         return f"127.0.0.1:{self.ports[logdir]}"
 
-    def records(self) -> dict[int, dict[str, Any]]:
-        r = self.api.get(f"{self.kube.server}/apis/stratalog.io/v1alpha1/namespaces/{NS}/topics/{TOPIC}",
+    def records(self, topic: str = TOPIC) -> dict[int, dict[str, Any]]:
+        r = self.api.get(f"{self.kube.server}/apis/stratalog.io/v1alpha1/namespaces/{NS}/topics/{topic}",
                          verify=str(self.kube.ca), timeout=10)
+        if r.status_code == 404:
+            return {}
         r.raise_for_status()
         return {p["partition"]: p for p in (r.json().get("status") or {}).get("partitions") or []}
 
-    def settled(self) -> dict[int, dict[str, Any]] | None:
+    def settled(self, topic: str = TOPIC, partitions: int = PARTITIONS, resource: str | None = None
+                ) -> dict[int, dict[str, Any]] | None:
         """Every partition led with all three replicas in its ISR, each leader acting on its record,
         and every agent's Metadata listing all three brokers and those leaders."""
-        records = self.records()
-        if len(records) != PARTITIONS or any(r.get("leader") is None or len(r["isr"]) != 3
+        records = self.records(resource or topic)
+        if len(records) != partitions or any(r.get("leader") is None or len(r["isr"]) != 3
                                              for r in records.values()):
             return None
         for p, record in records.items():
             leader = self.agents[record["leader"]]
-            if requests.get(f"{leader.base}/v1/topics/{TOPIC}/partitions/{p}/offsets", params={"timestamp": -1},
+            if requests.get(f"{leader.base}/v1/topics/{topic}/partitions/{p}/offsets", params={"timestamp": -1},
                             timeout=10).status_code != 200:
                 return None
         for logdir in LOGDIRS:
-            brokers, partitions = metadata(self.kafka(logdir))
-            if len(brokers) != 3 or {p: leader for p, (leader, _, _) in partitions.items()} != \
+            brokers, described = metadata(self.kafka(logdir), topic)
+            if len(brokers) != 3 or {p: leader for p, (leader, _, _) in described.items()} != \
                     {p: broker_id(r["leader"]) for p, r in records.items()}:
                 return None
         return records
 
 
-def metadata(address: str) -> tuple[dict[int, tuple[str, int]], dict[int, tuple[int, list[int], list[int]]]]:
-    """Metadata v12 of the Topic from one listener: brokers by id, and partition -> (leader, replicas, ISR)."""
+def metadata(address: str, name: str = TOPIC
+             ) -> tuple[dict[int, tuple[str, int]], dict[int, tuple[int, list[int], list[int]]]]:
+    """Metadata v12 of a topic from one listener: brokers by id, and partition -> (leader, replicas, ISR)."""
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
     from kio.schema.metadata.v12.response import MetadataResponse
 
-    _, answer = call(address, MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),
+    _, answer = call(address, MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=name),),
                                               allow_auto_topic_creation=False,
                                               include_topic_authorized_operations=False), MetadataResponse)
     brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
@@ -100,6 +115,9 @@ def _manifests() -> str:
     docs.append("apiVersion: stratalog.io/v1alpha1\nkind: Topic\n"
                 f"metadata: {{name: {TOPIC}}}\n"
                 f"spec: {{partitions: {PARTITIONS}, replicas: 3, config: {{min.insync.replicas: 2}}}}\n")
+    docs.append("apiVersion: stratalog.io/v1alpha1\nkind: Topic\n"
+                f"metadata: {{name: {GROUP_TOPIC}}}\n"
+                f"spec: {{partitions: {GROUP_PARTITIONS}, replicas: 3, config: {{min.insync.replicas: 2}}}}\n")
     return "---\n".join(docs)
 
 
@@ -211,15 +229,151 @@ def test_kafka_topics_describes_the_topic_through_any_agent_and_topic_changes_na
         assert requests.get(f"{bed.agents[logdir].base}/v1/topics/{TOPIC}", timeout=10).status_code == 200
 
 
-def test_a_consumer_group_is_refused_by_find_coordinator_with_what_to_do_instead(bed):
+def test_the_first_find_coordinator_has_the_offsets_topic_made_and_then_names_its_partitions_leader(bed):
     from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
     from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
 
-    _, answer = call(bed.kafka(LOGDIRS[0]), FindCoordinatorRequest(key_type=0, coordinator_keys=("billing",)),
-                     FindCoordinatorResponse)
-    (found,) = answer.coordinators
-    assert found.error_code == 42   # INVALID_REQUEST
-    assert "do not coordinate consumer groups" in (found.error_message or "") and "'billing'" in found.error_message
+    from stratalog.broker.groups.offsets_records import partition_for
+
+    def find(group: str) -> Any:
+        _, answer = call(bed.kafka(LOGDIRS[0]), FindCoordinatorRequest(key_type=0, coordinator_keys=(group,)),
+                         FindCoordinatorResponse)
+        (found,) = answer.coordinators
+        return found
+
+    first = find("billing")
+    if not bed.records("consumer-offsets"):   # the first ask of the namespace: none yet, and it is asked for
+        assert first.error_code == 15, first   # COORDINATOR_NOT_AVAILABLE: clients retry
+    wait_for("the offsets topic made and settled", lambda: bed.settled(OFFSETS_TOPIC, OFFSETS_PARTITIONS, "consumer-offsets"),
+             timeout=120, logs=bed.logs)
+    offsets = bed.records("consumer-offsets")
+    found = wait_for("a coordinator", lambda: (lambda f: f if f.error_code == 0 else None)(find("billing")),
+                     timeout=30, logs=bed.logs)
+    leader = offsets[partition_for("billing", OFFSETS_PARTITIONS)]["leader"]
+    assert (found.node_id, found.host, found.port) == (broker_id(leader), "127.0.0.1", bed.ports[leader])
+
+
+class Members:
+    """Consumers of one group, each polling (and committing) on a thread of its own, as applications do."""
+
+    def __init__(self, consumers: list[Any]) -> None:
+        self.consumers = consumers
+        self.read: list[list[tuple[int, int, bytes]]] = [[] for _ in consumers]
+        self._done = [threading.Event() for _ in consumers]
+        self._threads = [threading.Thread(target=self._poll, args=(i,), daemon=True) for i in range(len(consumers))]
+        for thread in self._threads:
+            thread.start()
+
+    def _poll(self, index: int) -> None:
+        from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+        consumer = self.consumers[index]
+        while not self._done[index].is_set():
+            for records in consumer.poll(timeout_ms=200).values():
+                self.read[index] += [(r.partition, r.offset, r.value) for r in records]
+            try:
+                consumer.commit()
+            except (CommitFailedError, RebalanceInProgressError):
+                pass   # a rebalance came between the poll and the commit: the records may come again
+
+    def owned(self) -> list[set[int]]:
+        return [{tp.partition for tp in c.assignment()} for i, c in enumerate(self.consumers)
+                if not self._done[i].is_set()]
+
+    def leave(self, index: int) -> None:
+        """The member stops polling and closes (LeaveGroup)."""
+        self._done[index].set()
+        self._threads[index].join(timeout=30)
+        self.consumers[index].close()
+
+    def stop(self) -> None:
+        for index in range(len(self.consumers)):
+            if not self._done[index].is_set():
+                self.leave(index)
+
+
+def test_a_group_of_three_consumes_every_partition_and_rebalances_when_one_leaves(bed, kafka_toolchain):  # noqa: F811
+    from kafka import KafkaConsumer, KafkaProducer
+
+    wait_for("the group topic settled", lambda: bed.settled(GROUP_TOPIC, GROUP_PARTITIONS), timeout=120,
+             logs=bed.logs)
+    members = Members([KafkaConsumer(GROUP_TOPIC, bootstrap_servers=bed.kafka(LOGDIRS[i]), group_id="trio",
+                                     auto_offset_reset="earliest", enable_auto_commit=False,
+                                     session_timeout_ms=10000, heartbeat_interval_ms=500) for i in range(3)])
+    try:
+        wait_for("the three members to own one partition each",
+                 lambda: sorted(len(p) for p in members.owned()) == [1, 1, 1], timeout=90, logs=bed.logs)
+        assert set().union(*members.owned()) == set(range(GROUP_PARTITIONS))
+
+        producer = KafkaProducer(bootstrap_servers=bed.kafka(LOGDIRS[2]), acks="all")
+        sent = {(i % GROUP_PARTITIONS, i // GROUP_PARTITIONS): f"view-{i}".encode() for i in range(60)}
+        for i in range(60):
+            producer.send(GROUP_TOPIC, value=f"view-{i}".encode(), partition=i % GROUP_PARTITIONS)
+        producer.flush(timeout=60)
+        producer.close()
+        wait_for("the group to read every record", lambda: set(sent.items()) <= {
+            ((p, o), v) for got in members.read for p, o, v in got}, timeout=60, logs=bed.logs)
+        # Each partition was read by the one member that owns it.
+        for index, got in enumerate(members.read):
+            assert {p for p, _, _ in got} <= members.owned()[index]
+
+        def described() -> list[list[str]] | None:
+            result = kafka_toolchain.java("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                                          ["--bootstrap-server", bed.kafka(LOGDIRS[1]), "--describe", "--group",
+                                           "trio"])
+            assert result.returncode == 0, result.describe()
+            rows = [line.split() for line in result.stdout.splitlines() if line.startswith("trio ")]
+            # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID ...: all committed, no lag
+            done = sorted(int(r[2]) for r in rows) == list(range(GROUP_PARTITIONS)) and \
+                all(r[3] == r[4] and r[5] == "0" and r[6] != "-" for r in rows)
+            return rows if done else None
+
+        wait_for("kafka-consumer-groups to describe three members with nothing left to read", described,
+                 timeout=60, interval=1.0, logs=bed.logs)
+
+        members.leave(2)   # LeaveGroup: the other two share its partition
+        wait_for("the two left to own all three partitions", lambda: sorted(
+            len(p) for p in members.owned()) == [1, 2] and set().union(*members.owned()) == set(range(3)),
+            timeout=90, logs=bed.logs)
+    finally:
+        members.stop()
+
+
+def test_when_the_coordinator_agent_is_killed_the_next_leader_coordinates_the_group_with_its_commits(bed):
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+
+    from stratalog.broker.groups.offsets_records import partition_for
+
+    wait_for("the offsets topic settled", lambda: bed.settled(OFFSETS_TOPIC, OFFSETS_PARTITIONS, "consumer-offsets"),
+             timeout=120, logs=bed.logs)
+    group = "survivors"
+    tp = TopicPartition(GROUP_TOPIC, 0)
+    producer = KafkaProducer(bootstrap_servers=bed.kafka(LOGDIRS[0]), acks="all")
+    for i in range(20):
+        producer.send(GROUP_TOPIC, value=f"s-{i}".encode(), partition=0)
+    producer.flush(timeout=60)
+    producer.close()
+    end = KafkaConsumer(bootstrap_servers=bed.kafka(LOGDIRS[0])).end_offsets([tp])[tp]
+
+    committer = KafkaConsumer(bootstrap_servers=bed.kafka(LOGDIRS[0]), group_id=group, enable_auto_commit=False)
+    committer.assign([tp])
+    committer.commit({tp: OffsetAndMetadata(end - 5, "", -1)})
+    assert committer.committed(tp) == end - 5
+    committer.close()
+
+    coordinator = bed.records("consumer-offsets")[partition_for(group, OFFSETS_PARTITIONS)]["leader"]
+    bed.agents[coordinator].kill()
+    survivor = next(n for n in LOGDIRS if n != coordinator)
+    wait_for("the group's offsets partition led elsewhere", lambda: bed.records("consumer-offsets")[
+        partition_for(group, OFFSETS_PARTITIONS)]["leader"] not in (None, coordinator), timeout=60, logs=bed.logs)
+
+    reader = KafkaConsumer(bootstrap_servers=bed.kafka(survivor), group_id=group, enable_auto_commit=False,
+                           consumer_timeout_ms=3000)
+    reader.assign([tp])
+    assert wait_for("the committed offset from the new coordinator", lambda: reader.committed(tp), timeout=60,
+                    logs=bed.logs) == end - 5
+    assert [m.value for m in reader] == [f"s-{i}".encode() for i in range(15, 20)]
+    reader.close()
 
 
 def test_an_acks_all_producer_follows_the_leadership_when_its_leader_agent_is_killed(bed):

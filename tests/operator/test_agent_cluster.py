@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stratalog.common.errors import UnknownTopicOrPartitionError
-from stratalog.server.kafka.cluster import CoordinatorNotHere, Node, PartitionView
+from stratalog.broker.groups.offsets_records import partition_for
+from stratalog.server.kafka.cluster import CoordinatorNotAvailable, Node, PartitionView
 from stratalog_operator.agent.cluster import AgentCluster, LeaderNotAvailable
 from stratalog_operator.replica_records import broker_id
 
@@ -25,8 +26,9 @@ def record(partition: int, leader: str | None, isr: list[str], epoch: int = 3) -
             "partitionEpoch": 7}
 
 
-def cluster(topics: dict, listeners: dict) -> AgentCluster:
-    return AgentCluster("ns", A, ("dir-a.ns.svc", 9092), topics, lambda: listeners)
+def cluster(topics: dict, listeners: dict, asked: list | None = None) -> AgentCluster:
+    return AgentCluster("ns", A, ("dir-a.ns.svc", 9092), topics, lambda: listeners,
+                        lambda: (asked if asked is not None else []).append("asked"))
 
 
 def test_the_brokers_are_this_agent_and_every_live_agent_with_a_listener_by_broker_id():
@@ -60,10 +62,27 @@ def test_topics_go_by_their_kafka_names_and_topics_being_deleted_or_not_yet_plac
         view.partitions("gone")
 
 
-def test_topic_changes_name_the_resource_to_edit_and_groups_are_not_coordinated_here():
+def test_topic_changes_name_the_resource_to_edit():
     view = cluster({"payments-v2": topic("payments-v2", [record(0, A, [A])], topic_name="payments.v2")}, {})
     assert "Topic resource ns/payments-v2" in (view.administered_elsewhere("payments.v2") or "")
     assert "kubectl edit topics.stratalog.io payments-v2 -n ns" in (view.administered_elsewhere("payments.v2") or "")
     assert "spec.topicName: brand.new" in (view.administered_elsewhere("brand.new") or "")
-    with pytest.raises(CoordinatorNotHere, match="'billing'.*do not coordinate consumer groups"):
-        view.group_coordinator("billing")
+
+
+def test_a_groups_coordinator_is_its_offsets_partitions_leader_and_without_the_topic_it_is_asked_for():
+    asked: list = []
+    bare = cluster({}, {}, asked)
+    with pytest.raises(CoordinatorNotAvailable, match="'billing'.*__consumer_offsets is not made"):
+        bare.group_coordinator("billing")
+    assert asked == ["asked"] and bare.offsets_partitions() is None
+
+    partition = partition_for("billing", 3)
+    leaders = {partition: B, (partition + 1) % 3: A, (partition + 2) % 3: A}
+    offsets = topic("consumer-offsets", [record(p, leaders[p], [A, B, C]) for p in range(3)],
+                    topic_name="__consumer_offsets")
+    view = cluster({"consumer-offsets": offsets}, {B: ("dir-b.ns.svc", 9092)})
+    assert view.offsets_partitions() == 3
+    assert view.group_coordinator("billing") == Node(broker_id(B), "dir-b.ns.svc", 9092)
+    gone = cluster({"consumer-offsets": offsets}, {})   # B's Lease lapsed: no coordinator until a new leader
+    with pytest.raises(CoordinatorNotAvailable, match=f"partition {partition} has no leader"):
+        gone.group_coordinator("billing")

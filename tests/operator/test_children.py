@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -76,12 +77,21 @@ def test_configmap_holds_sorted_canonical_engine_properties() -> None:
     assert empty["data"] == {"engine.properties": ""}
 
 
-def test_service_exposes_the_agent_http_port() -> None:
+def test_service_exposes_the_agent_http_port_and_its_kafka_listener() -> None:
     svc = desired_children(logdir(), OPTIONS).service
     assert svc == {"apiVersion": "v1", "kind": "Service",
                    "metadata": {"name": "dir-a", "labels": LABELS, "ownerReferences": [OWNER]},
                    "spec": {"type": "ClusterIP", "selector": SELECTOR,
-                            "ports": [{"name": "http", "port": 8092, "targetPort": "http", "protocol": "TCP"}]}}
+                            "ports": [{"name": "http", "port": 8092, "targetPort": "http", "protocol": "TCP"},
+                                     {"name": "kafka", "port": 9092, "targetPort": "kafka", "protocol": "TCP"}]}}
+
+
+def test_without_a_kafka_port_the_agent_runs_no_kafka_listener() -> None:
+    children = desired_children(logdir(), dataclasses.replace(OPTIONS, kafka_port=0))
+    assert [p["name"] for p in children.service["spec"]["ports"]] == ["http"]
+    [container] = children.statefulset["spec"]["template"]["spec"]["containers"]
+    assert [p["name"] for p in container["ports"]] == ["http"]
+    assert not any(arg.startswith("--kafka") for arg in container["command"])
 
 
 def test_statefulset_runs_one_agent_on_the_volumes() -> None:
@@ -116,10 +126,12 @@ def test_statefulset_runs_one_agent_on_the_volumes() -> None:
         "stratalog", "agent", "--logdir", "dir-a", "--namespace", "ns1", "--listen", "0.0.0.0:8092",
         "--config-file", "/etc/stratalog/engine.properties",
         "--advertise", "http://dir-a.ns1.svc:8092",   # followers find it by its Service
+        "--kafka-listen", "0.0.0.0:9092", "--kafka-advertise", "dir-a.ns1.svc:9092",   # and Kafka clients too
         "--data-dir", "/var/lib/stratalog/data-0", "--data-dir", "/var/lib/stratalog/data-1"]
     assert container["env"] == [{"name": "STRATALOG_POD_NAME",
                                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
-    assert container["ports"] == [{"name": "http", "containerPort": 8092, "protocol": "TCP"}]
+    assert container["ports"] == [{"name": "http", "containerPort": 8092, "protocol": "TCP"},
+                                  {"name": "kafka", "containerPort": 9092, "protocol": "TCP"}]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http", "scheme": "HTTP"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", "scheme": "HTTP"}
     assert container["securityContext"] == {

@@ -27,6 +27,8 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETE_DIR_SUFFIX = "-delete"
 
+OFFSETS_TOPIC = "__consumer_offsets"   # Kafka's internal topic of committed offsets
+
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES_FILE = "meta.properties"

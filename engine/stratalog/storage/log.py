@@ -639,18 +639,21 @@ class Log:
                 if transactions is self._transactions:
                     return self._last_stable_offset(transactions)
 
-    def read_records(self, start_offset: int, max_records: int | None = None) -> Iterator[Record]:
-        """Decoded records from ``start_offset`` to the high watermark (for tools, not the hot path)."""
-        for record, _ in self.read_records_with_type(start_offset, max_records):
+    def read_records(self, start_offset: int, max_records: int | None = None, *,
+                     isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> Iterator[Record]:
+        """Decoded records from ``start_offset`` to the high watermark, or as ``isolation`` says
+        (for tools and loading, not the hot path)."""
+        for record, _ in self.read_records_with_type(start_offset, max_records, isolation=isolation):
             yield record
 
-    def read_records_with_type(self, start_offset: int,
-                               max_records: int | None = None) -> Iterator[tuple[Record, TimestampType]]:
+    def read_records_with_type(self, start_offset: int, max_records: int | None = None, *,
+                               isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
+                               ) -> Iterator[tuple[Record, TimestampType]]:
         """Like ``read_records``, with each record's timestamp type (CreateTime or LogAppendTime)."""
         offset = start_offset
         remaining = max_records
         while remaining is None or remaining > 0:
-            fetch = self.read(offset, 1 << 20)
+            fetch = self.read(offset, 1 << 20, isolation=isolation)
             if not fetch.data:
                 return
             before = offset

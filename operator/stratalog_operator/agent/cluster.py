@@ -12,8 +12,10 @@ Every agent of a namespace tells the same story, read from what every agent alre
   LEADER_NOT_AVAILABLE as a whole, as a topic still being created is in Kafka;
 * topics are administered through their Topic resources only, so CreateTopics and the like are
   refused with the resource to edit;
-* consumer groups are not coordinated by agents yet: FindCoordinator is refused saying so, and
-  consumers assign their partitions themselves.
+* a group's coordinator is the leader of its partition of ``__consumer_offsets``, a Topic the
+  controller makes when an agent first asks for it (``request_offsets_topic``, at the first
+  FindCoordinator, as Kafka makes it); until it is made and led, FindCoordinator answers
+  COORDINATOR_NOT_AVAILABLE and clients retry.
 
 Nothing here does I/O: the Topic bodies are the agent's watch cache, and the listeners are the
 replica driver's last Lease read (every second).
@@ -24,8 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, partition_for
 from stratalog.common.errors import StratalogError, UnknownTopicOrPartitionError
-from stratalog.server.kafka.cluster import CoordinatorNotHere, Node, PartitionView
+from stratalog.server.kafka.cluster import CoordinatorNotAvailable, Node, PartitionView
 
 from ..election import records_of
 from ..names import GROUP, VERSION, is_unmanaged
@@ -45,13 +48,15 @@ class LeaderNotAvailable(StratalogError):
 
 class AgentCluster:
     def __init__(self, namespace: str, logdir: str, own_listener: tuple[str, int], topics: Mapping[str, Json],
-                 listeners: Callable[[], Mapping[str, tuple[str, int]]]) -> None:
+                 listeners: Callable[[], Mapping[str, tuple[str, int]]],
+                 request_offsets_topic: Callable[[], None] = lambda: None) -> None:
         self.namespace = namespace
         self.logdir = logdir
         self.cluster_id = f"stratalog.{namespace}"
         self.own_listener = own_listener
         self.topics = topics          # the agent's watched Topic bodies, by object name
         self.listeners = listeners    # live LogDir -> its advertised Kafka listener
+        self.request_offsets_topic = request_offsets_topic
 
     def _listeners(self) -> dict[str, tuple[str, int]]:
         return {**self.listeners(), self.logdir: self.own_listener}   # this one, even before its Lease is read
@@ -105,10 +110,24 @@ class AgentCluster:
                 out.append(PartitionView(number, ids[record.leader], record.leader_epoch, replicas, isr))
         return out
 
+    def offsets_partitions(self) -> int | None:
+        """How many partitions ``__consumer_offsets`` has; None until its Topic is made and placed."""
+        body = self._body(OFFSETS_TOPIC)
+        return len(records_of(body)) or None if body is not None else None
+
     def group_coordinator(self, group_id: str) -> Node:
-        raise CoordinatorNotHere(
-            f"group {group_id!r}: the agents of namespace {self.namespace} do not coordinate consumer groups yet; "
-            "consume without a group.id, assigning partitions to each consumer")
+        count = self.offsets_partitions()
+        if count is None:
+            self.request_offsets_topic()
+            raise CoordinatorNotAvailable(f"group {group_id!r}: {OFFSETS_TOPIC} is not made in namespace "
+                                          f"{self.namespace} yet (the operator is asked to make it)")
+        partition = partition_for(group_id, count)
+        (view,) = [p for p in self.partitions(OFFSETS_TOPIC) if p.partition == partition]
+        node = next((n for n in self.nodes() if n.node_id == view.leader), None)
+        if node is None:
+            raise CoordinatorNotAvailable(f"group {group_id!r}: {OFFSETS_TOPIC} partition {partition} has no "
+                                          "leader reachable now")
+        return node
 
     def administered_elsewhere(self, topic: str) -> str | None:
         body = self._body(topic)

@@ -33,9 +33,6 @@ from stratalog.common.properties import parse_properties
 from stratalog.common.config import parse_key_value_pairs
 from stratalog.server.access.model import OPEN, AccessControl
 from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
-from stratalog.server.kafka.context import KafkaContext
-from stratalog.server.kafka.listener import KafkaListener
-from stratalog.broker.producer_ids import ProducerIdAllocator
 from stratalog.server.app import create_app
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState, Settings
@@ -49,11 +46,11 @@ from ..names import GROUP, agent_timer_finalizer
 from ..replica_records import broker_id
 from .access import DEFAULT_AUDIENCE, AccessReviewer, TokenReviewer
 from .agent import Agent, AgentSettings, agent_manager
-from .cluster import AgentCluster
 from .figures import WritePolicy
 from .lease import AgentLease
 from .replicas import KubeAlterPartition, ReplicaDriver
 from .handlers import AgentRuntime, Intervals
+from .kafka import KafkaSettings, listen_kafka
 
 __all__ = ["AgentRunOptions", "run_agent", "main"]
 
@@ -165,7 +162,7 @@ async def run_agent(options: AgentRunOptions) -> int:
     abandoned = False   # kopf did not stop in time: its tasks would keep the loop from closing
     status = 0
     driver: ReplicaDriver | None = None
-    kafka: KafkaListener | None = None
+    kafka = None
     try:
         await loop.run_in_executor(state.broker.maintenance, engine.start)
         logger.info("LogDir %s: engine open on %s (%d partitions)", options.logdir,
@@ -178,7 +175,9 @@ async def run_agent(options: AgentRunOptions) -> int:
         topics: dict[str, dict[str, Any]] = {}   # the Agent's watched Topics, once it exists
         kafka_advertised: str | None = None
         if options.kafka_listen is not None:
-            kafka, (host, port) = await _listen_kafka(options, state, engine, tls, topics, lambda: driver)
+            kafka, (host, port) = await listen_kafka(
+                KafkaSettings(options.logdir, options.namespace, options.kafka_listen, options.kafka_advertise),
+                state, engine, tls, topics, lambda: driver, kube)
             kafka_advertised = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         lease = AgentLease(kube, options.namespace, options.logdir, f"{socket.gethostname()}-{os.getpid()}",
                            session_timeout_ms=options.broker_session_timeout_ms,
@@ -323,36 +322,6 @@ def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Ag
                            lease)
     agent.on_topic_event = driver.wake
     return driver
-
-
-async def _listen_kafka(options: AgentRunOptions, state: ServerState, engine: Engine, tls: ReloadingTLS | None,
-                        topics: dict[str, dict[str, Any]], driver: Callable[[], ReplicaDriver | None]
-                        ) -> tuple[KafkaListener, tuple[str, int]]:
-    """The Kafka listener, describing the namespace's cluster; its advertised (host, port)."""
-    assert options.kafka_listen is not None
-    host, port = options.kafka_listen
-    node_id = broker_id(options.logdir)
-
-    def listeners() -> dict[str, tuple[str, int]]:
-        current = driver()
-        return current.kafka_listeners if current is not None else {}
-
-    ctx = KafkaContext(state.broker, engine, node_id, host, port, state.settings.max_fetch_wait_ms,
-                       ProducerIdAllocator(engine.manager.data_dirs[0], node_id), None, state.access)
-    listener = KafkaListener(ctx)
-    try:
-        addresses = await listener.start(host, port, ssl=tls.context if tls else None)
-    except OSError as error:
-        raise OSError(error.errno, f"cannot listen for Kafka clients on {host}:{port}: {error.strerror}") from None
-    bound_host, bound_port = addresses[0][0], addresses[0][1]
-    advertised = options.kafka_advertise or (socket.gethostname() if host in ("0.0.0.0", "::") else host, bound_port)
-    ctx.advertised_host, ctx.advertised_port = advertised
-    ctx.cluster = AgentCluster(options.namespace, options.logdir, advertised, topics, listeners)
-    logger.info("LogDir %s: Kafka listener on %s:%d (advertised as %s:%d, broker id %d; %s)", options.logdir,
-                bound_host, bound_port, advertised[0], advertised[1], node_id,
-                {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
-                 (True, True): "SASL_SSL"}[(tls is not None, state.access.enabled)])
-    return listener, advertised
 
 
 def _bound_url(runner: web.AppRunner, scheme: str) -> str | None:

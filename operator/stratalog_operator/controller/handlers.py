@@ -34,6 +34,7 @@ from ..outcome import Outcome
 from ..election import records_of
 from .leadership import elect_topic, post_election_event
 from .logdirs import reconcile_logdir
+from .offsets_topic import OffsetsTopicOptions, ensure_offsets_topic
 from .topics import effective_name, reconcile_topic
 
 __all__ = ["Controller"]
@@ -50,8 +51,10 @@ def _plain(body: Mapping[str, Any]) -> Json:
 
 class Controller:
     def __init__(self, kube: Kube, options: AgentOptions, metrics: OperatorMetrics, *,
-                 resync_seconds: float = 300.0, election_seconds: float = 1.0) -> None:
+                 resync_seconds: float = 300.0, election_seconds: float = 1.0,
+                 offsets_topic: OffsetsTopicOptions = OffsetsTopicOptions()) -> None:
         self.kube = kube
+        self.offsets_topic = offsets_topic
         self.election_seconds = election_seconds
         self._election_task: asyncio.Task[None] | None = None
         self.options = options
@@ -118,7 +121,15 @@ class Controller:
             logdir = self.logdirs.get(key)
             if logdir is not None:
                 topics = self._in(self.topics, namespace)
-                await self._run(key, lambda: reconcile_logdir(self.kube, logdir, self.options, topics=topics))
+                logdirs = self._in(self.logdirs, namespace)
+
+                def reconcile() -> Outcome:
+                    outcome = reconcile_logdir(self.kube, logdir, self.options, topics=topics)
+                    # A namespace with a LogDir has a __consumer_offsets Topic, for its groups.
+                    outcome.writes += ensure_offsets_topic(self.kube, namespace, topics, logdirs,
+                                                           self.offsets_topic).writes
+                    return outcome
+                await self._run(key, reconcile)
         else:
             body = self.topics.get(key)
             if body is not None:

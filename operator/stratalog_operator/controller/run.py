@@ -20,6 +20,7 @@ import kopf
 from kopf._core.intents.registries import SmartOperatorRegistry  # OperatorRegistry + the default login handlers
 
 from ..children import AgentOptions
+from .offsets_topic import OffsetsTopicOptions
 from ..kube import Kube
 from ..metrics import OperatorMetrics, start_metrics_server
 from .handlers import Controller
@@ -36,6 +37,7 @@ class OperatorOptions:
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     agent: AgentOptions = field(default_factory=AgentOptions)
+    offsets_topic: OffsetsTopicOptions = field(default_factory=OffsetsTopicOptions)
     resync_seconds: float = 300.0
     peering: str | None = None
 
@@ -56,7 +58,8 @@ def settings_for(peering: str | None) -> kopf.OperatorSettings:
 async def run_operator(options: OperatorOptions) -> int:
     metrics = OperatorMetrics("operator")
     kube = Kube(field_manager=CONTROLLER_MANAGER, on_write=metrics.wrote, on_conflict=metrics.conflicted)
-    controller = Controller(kube, options.agent, metrics, resync_seconds=options.resync_seconds)
+    controller = Controller(kube, options.agent, metrics, resync_seconds=options.resync_seconds,
+                            offsets_topic=options.offsets_topic)
     registry = SmartOperatorRegistry()
     controller.register(registry)
     # No stop_flag: kopf installs its own SIGTERM/SIGINT handlers (replacing any set here), and

@@ -9,10 +9,11 @@ session lapses is removed as if it had left. A new member of a v4+ JoinGroup fir
 with MEMBER_ID_REQUIRED (KIP-394). Static membership (``group.instance.id``) is treated as
 dynamic. Results carry Kafka's error names; the transport turns them into codes.
 
-Committed offsets are records of ``__consumer_offsets`` (``offsets_records``), read back into
-memory when the coordinator starts. Group membership is in memory only: after a restart the
-members rejoin (UNKNOWN_MEMBER_ID tells them to). One engine is the coordinator of every group
-it is asked about; with several engines the operator would have to pick one per group.
+Committed offsets are records of ``__consumer_offsets`` (``offsets_records``). This engine
+coordinates the groups of the partitions of that topic it leads (``ownership``): their offsets
+are read back into memory when it starts leading one, and any other group is answered
+NOT_COORDINATOR. Group membership is in memory only: after a restart, or when coordination
+moves, the members rejoin (UNKNOWN_MEMBER_ID or NOT_COORDINATOR tells them to).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from typing import TYPE_CHECKING
 from stratalog.broker.groups.group import Group, GroupState, Member, everyone_rejoined, lapsed_members, next_leader, \
     select_protocol
 from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, CommittedOffset, offset_key, offset_value, \
-    parse_key, parse_value, partition_for
+    partition_for
+from stratalog.broker.groups.ownership import OffsetsPlacement, local_placement, read_offsets
 from stratalog.broker.produce import Acks
-from stratalog.common.errors import CorruptRecordError, StratalogError, TopicExistsError
+from stratalog.common.errors import StratalogError, TopicExistsError
 from stratalog.common.names import TopicPartition
 from stratalog.records import Record, build_batch
 
@@ -63,13 +65,14 @@ class SyncResult:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: ReplicaManager, *, clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+    def __init__(self, broker: ReplicaManager, *, placement: OffsetsPlacement | None = None,
+                 clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.broker = broker
         config = broker.engine.config
         self.initial_delay_ms = config.group_initial_rebalance_delay_ms
         self.min_session_ms = config.group_min_session_timeout_ms
         self.max_session_ms = config.group_max_session_timeout_ms
-        self.offsets_partitions = config.offsets_topic_num_partitions
+        self.placement = placement or local_placement(broker)
         self.metadata_max_bytes = config.offset_metadata_max_bytes
         self.clock = clock
         self.groups: dict[str, Group] = {}
@@ -81,11 +84,13 @@ class GroupCoordinator:
         self._initial_deadline: dict[str, float] = {}   # when that wait ends at the latest (loop time)
         self._expiry: asyncio.Task[None] | None = None
         self._offsets_topic_made = False
+        self.loaded: dict[int, int] = {}   # offsets partition -> the leader epoch its groups were loaded at
+        self._loading: dict[int, asyncio.Lock] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Read the committed offsets back, then watch sessions."""
-        await self.broker.run(self._load_offsets)
+        """Read back the committed offsets of the partitions led now, then watch sessions."""
+        await self._load_led()
         self._expiry = asyncio.get_running_loop().create_task(self._expire_sessions())
 
     async def close(self) -> None:
@@ -104,28 +109,61 @@ class GroupCoordinator:
         for timer in self._timers.values():
             timer.cancel()
 
-    def _load_offsets(self) -> None:
-        manager = self.broker.engine.manager
-        if OFFSETS_TOPIC not in manager.topics():
-            return
-        for partition in self.broker.held_partitions(OFFSETS_TOPIC):
-            log = self.broker.log(TopicPartition(OFFSETS_TOPIC, partition))
-            for record in log.read_records(log.log_start_offset):
-                if record.key is None:
-                    continue
-                try:
-                    parsed = parse_key(record.key)
-                    value = None if record.value is None or parsed is None else parse_value(record.value)
-                except CorruptRecordError as error:   # not the engine's: skipped, never a reason not to start
-                    logger.warning("%s-%d offset %d: skipped: %s", OFFSETS_TOPIC, partition, record.offset, error)
-                    continue
-                if parsed is None:
-                    continue
-                group_id, tp = parsed
-                if value is None:
-                    self.offsets.get(group_id, {}).pop(tp, None)
-                else:
-                    self.offsets.setdefault(group_id, {})[tp] = value
+    # -- which groups are coordinated here ------------------------------------------------------------
+    def _partition_of(self, group_id: str) -> int | None:
+        count = self.placement.partition_count()
+        return None if not count else partition_for(group_id, count)
+
+    async def coordinating(self, group_id: str) -> str:
+        """NONE when this engine coordinates ``group_id`` (its offsets loaded), else the error to answer."""
+        partition = self._partition_of(group_id)
+        if partition is None:
+            return "COORDINATOR_NOT_AVAILABLE"   # no offsets topic yet
+        return NONE if await self._loaded(partition) else "NOT_COORDINATOR"
+
+    async def _loaded(self, partition: int) -> bool:
+        """Whether this engine leads ``partition``, loading its offsets first if it just came to lead it."""
+        epoch = self.placement.leader_epoch(partition)
+        if epoch is None:
+            if partition in self.loaded:
+                self._unload(partition)
+            return False
+        if self.loaded.get(partition) == epoch:
+            return True
+        async with self._loading.setdefault(partition, asyncio.Lock()):
+            if self.loaded.get(partition) != epoch:
+                self._unload(partition)
+                offsets = await self.broker.run(read_offsets, self.broker, partition)
+                for group_id, committed in offsets.items():
+                    self.offsets[group_id] = committed
+                self.loaded[partition] = epoch
+                logger.info("%s-%d: coordinating its groups at leader epoch %d (%d with committed offsets)",
+                            OFFSETS_TOPIC, partition, epoch, len(offsets))
+        return self.placement.leader_epoch(partition) == epoch
+
+    async def _load_led(self) -> None:
+        count = await self.broker.run(self.placement.partition_count)
+        for partition in range(count or 0):
+            await self._loaded(partition)
+
+    def _unload(self, partition: int) -> None:
+        """Forget the groups of a partition no longer led here at the epoch they were loaded at."""
+        self.loaded.pop(partition, None)
+        count = self.placement.partition_count()
+        for group_id in [g for g in set(self.groups) | set(self.offsets)
+                         if not count or partition_for(g, count) == partition]:
+            for member_id, join in self._joins.pop(group_id, {}).items():
+                if not join.done():
+                    join.set_result(JoinResult("NOT_COORDINATOR", member_id=member_id))
+            for sync in self._syncs.pop(group_id, {}).values():
+                if not sync.done():
+                    sync.set_result(SyncResult("NOT_COORDINATOR"))
+            timer = self._timers.pop(group_id, None)
+            if timer is not None:
+                timer.cancel()
+            self._initial_delay.discard(group_id)
+            self.groups.pop(group_id, None)
+            self.offsets.pop(group_id, None)
 
     # -- JoinGroup ----------------------------------------------------------------------------------
     async def join(self, group_id: str, member_id: str, client_id: str, client_host: str, session_timeout_ms: int,
@@ -133,6 +171,9 @@ class GroupCoordinator:
                    require_known_member: bool) -> JoinResult:
         if not group_id:
             return JoinResult("INVALID_GROUP_ID", member_id=member_id)
+        refusal = await self.coordinating(group_id)
+        if refusal != NONE:
+            return JoinResult(refusal, member_id=member_id)
         if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
             return JoinResult("INVALID_SESSION_TIMEOUT", member_id=member_id)
         group = self.groups.setdefault(group_id, Group(group_id))
@@ -245,6 +286,9 @@ class GroupCoordinator:
     # -- SyncGroup ----------------------------------------------------------------------------------
     async def sync(self, group_id: str, generation: int, member_id: str,
                    assignments: Sequence[tuple[str, bytes]]) -> SyncResult:
+        refusal = await self.coordinating(group_id)
+        if refusal != NONE:
+            return SyncResult(refusal)
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return SyncResult("UNKNOWN_MEMBER_ID")
@@ -276,7 +320,10 @@ class GroupCoordinator:
         return await future
 
     # -- Heartbeat, LeaveGroup, expiry ----------------------------------------------------------------
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> str:
+    async def heartbeat(self, group_id: str, generation: int, member_id: str) -> str:
+        refusal = await self.coordinating(group_id)
+        if refusal != NONE:
+            return refusal
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return "UNKNOWN_MEMBER_ID"
@@ -287,7 +334,10 @@ class GroupCoordinator:
             return "REBALANCE_IN_PROGRESS"
         return NONE
 
-    def leave(self, group_id: str, member_id: str) -> str:
+    async def leave(self, group_id: str, member_id: str) -> str:
+        refusal = await self.coordinating(group_id)
+        if refusal != NONE:
+            return refusal
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return "UNKNOWN_MEMBER_ID"
@@ -326,7 +376,8 @@ class GroupCoordinator:
     async def commit(self, group_id: str, generation: int, member_id: str,
                      offsets: Sequence[tuple[TopicPartition, int, int, str | None]]) -> dict[TopicPartition, str]:
         """(partition, offset, leader epoch, metadata) each; the error name per partition."""
-        refusal = self._commit_refusal(group_id, generation, member_id)
+        coordinated = await self.coordinating(group_id)
+        refusal = self._commit_refusal(group_id, generation, member_id) if coordinated == NONE else coordinated
         if refusal is not None:
             return {tp: refusal for tp, _, _, _ in offsets}
         now = self.clock()
@@ -340,10 +391,16 @@ class GroupCoordinator:
         if accepted:
             records = [Record(i, now, offset_key(group_id, tp), offset_value(c))
                        for i, (tp, c) in enumerate(accepted.items())]
+            partition = self._partition_of(group_id)
+            assert partition is not None   # coordinating: the topic's partitions are known
+            # Among replicas a commit is acknowledged once the ISR has it (Kafka commits with acks=-1);
+            # a lone engine's only copy is in its log.
+            acks = Acks.ALL if self.broker.replicas is not None else Acks.LEADER
             try:
-                await self._ensure_offsets_topic()
-                target = TopicPartition(OFFSETS_TOPIC, partition_for(group_id, self.offsets_partitions))
-                await self.broker.append_records(target, [build_batch(records)], Acks.LEADER, now, internal=True)
+                if self.placement.create_topic:
+                    await self._ensure_offsets_topic()
+                target = TopicPartition(OFFSETS_TOPIC, partition)
+                await self.broker.append_records(target, [build_batch(records)], acks, now, internal=True)
             except StratalogError as error:
                 logger.warning("group %s: committing offsets failed: %s", group_id, error)
                 return {**{tp: "COORDINATOR_NOT_AVAILABLE" for tp in accepted}, **errors}
@@ -372,7 +429,7 @@ class GroupCoordinator:
         def make() -> None:   # on the pool: listing topics waits for the manager's lock
             if OFFSETS_TOPIC not in self.broker.engine.manager.topics():
                 try:
-                    self.broker.topics.create_topic(OFFSETS_TOPIC, self.offsets_partitions,
+                    self.broker.topics.create_topic(OFFSETS_TOPIC, self.broker.engine.config.offsets_topic_num_partitions,
                                                     {"cleanup.policy": "compact", "segment.bytes": 104857600})
                 except TopicExistsError:
                     pass
@@ -380,19 +437,34 @@ class GroupCoordinator:
         await self.broker.run(make)
         self._offsets_topic_made = True
 
-    def committed(self, group_id: str, partitions: Sequence[TopicPartition] | None
-                  ) -> dict[TopicPartition, CommittedOffset | None]:
+    async def committed(self, group_id: str, partitions: Sequence[TopicPartition] | None
+                        ) -> dict[TopicPartition, CommittedOffset | None] | str:
+        """The group's committed offsets (of ``partitions``, or all); the error name when not coordinated here."""
+        refusal = await self.coordinating(group_id)
+        if refusal != NONE:
+            return refusal
         known = self.offsets.get(group_id, {})
         if partitions is None:
             return dict(known)
         return {tp: known.get(tp) for tp in partitions}
 
     # -- ListGroups, DescribeGroups -----------------------------------------------------------------
-    def list_groups(self) -> list[Group]:
-        """Groups with members or with committed offsets (the latter as Empty)."""
-        return [self.groups.get(name) or Group(name) for name in sorted(set(self.groups) | set(self.offsets))]
+    async def list_groups(self) -> list[Group]:
+        """The groups coordinated here with members or with committed offsets (the latter as Empty)."""
+        await self._load_led()
+        names = [g for g in sorted(set(self.groups) | set(self.offsets)) if self._led(g)]
+        return [self.groups.get(name) or Group(name) for name in names]
 
-    def describe(self, group_id: str) -> Group | None:
+    def _led(self, group_id: str) -> bool:
+        partition = self._partition_of(group_id)
+        return partition is not None and partition in self.loaded and \
+            self.placement.leader_epoch(partition) == self.loaded[partition]
+
+    async def describe(self, group_id: str) -> Group | str | None:
+        """The group (None: unknown here); the error name when not coordinated here."""
+        refusal = await self.coordinating(group_id)
+        if refusal != NONE:
+            return refusal
         group = self.groups.get(group_id)
         if group is None and group_id in self.offsets:
             return Group(group_id)

@@ -14,9 +14,9 @@ import struct
 from dataclasses import dataclass
 
 from stratalog.common.errors import CorruptRecordError
+from stratalog.common.names import OFFSETS_TOPIC as OFFSETS_TOPIC   # re-exported: the groups' name for it
 from stratalog.common.names import TopicPartition
 
-OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})   # clients may read them, never write or delete them
 OFFSET_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

@@ -46,10 +46,11 @@ class PartitionView:
     error: str = "NONE"
 
 
-class CoordinatorNotHere(StratalogError):
-    """A group or transaction this cluster does not coordinate; the message says why."""
+class CoordinatorNotAvailable(StratalogError):
+    """No broker coordinates the group now (its offsets partition has no reachable leader, or the
+    offsets topic is not made yet): clients retry, as Kafka's do."""
 
-    code = "INVALID_REQUEST"
+    code = "COORDINATOR_NOT_AVAILABLE"
 
 
 class AdministeredElsewhere(StratalogError):

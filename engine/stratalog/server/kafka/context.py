@@ -22,8 +22,7 @@ class KafkaContext:
     advertised_port: int
     max_fetch_wait_ms: int      # the upper bound of a fetch's long poll
     producer_ids: ProducerIdAllocator
-    # None: this engine coordinates no group (its group APIs answer NOT_COORDINATOR)
-    groups: GroupCoordinator | None
+    groups: GroupCoordinator
     access: AccessControl = OPEN
     cluster: ClusterView | None = None   # None: a cluster of this engine alone
 

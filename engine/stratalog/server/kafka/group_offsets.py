@@ -21,9 +21,7 @@ async def offset_commit(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     denied = await refused_topics(ctx, request, Verb.CONSUME, [t.name for t in body.topics])
     codes = {tp: error_code(denied[tp.topic]) for tp, _, _, _ in offsets if tp.topic in denied}
     allowed = [o for o in offsets if o[0].topic not in denied]
-    if ctx.groups is None:
-        codes.update({tp: code_named("NOT_COORDINATOR") for tp, _, _, _ in allowed})
-    elif allowed or not offsets:
+    if allowed or not offsets:
         errors = await ctx.groups.commit(body.group_id, field(body, "generation_id_or_member_epoch", -1),
                                          body.member_id, allowed)
         codes.update({tp: code_named(name) for tp, name in errors.items()})
@@ -45,9 +43,9 @@ async def offset_fetch(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 async def _fetch_one(ctx: KafkaContext, request: Request, group_id: str, requested: Any) -> dict[str, Any]:
     wanted = None if requested is None else [TopicPartition(t.name, p) for t in requested
                                              for p in t.partition_indexes]
-    if ctx.groups is None:
-        return {"group_id": group_id, "error_code": code_named("NOT_COORDINATOR"), "topics": []}
-    committed = ctx.groups.committed(group_id, wanted)
+    committed = await ctx.groups.committed(group_id, wanted)
+    if isinstance(committed, str):
+        return {"group_id": group_id, "error_code": code_named(committed), "topics": []}
     denied = await refused_topics(ctx, request, Verb.CONSUME, [tp.topic for tp in committed])
     topics: dict[str, list[dict[str, Any]]] = {}
     for tp, c in committed.items():

@@ -2,9 +2,9 @@
 LeaveGroup, ListGroups and DescribeGroups, each a call to the broker's ``GroupCoordinator``.
 
 FindCoordinator names the broker the ``ClusterView`` says coordinates the group (a lone engine:
-itself), or refuses with the view's reason. An engine without a ``GroupCoordinator`` answers the
-other group APIs with NOT_COORDINATOR, as a Kafka broker does for a group it does not coordinate.
-Transactions have no coordinator here: FindCoordinator for one is refused with INVALID_REQUEST and
+itself; among replicas, the leader of the group's ``__consumer_offsets`` partition), or refuses
+with the view's reason. A request for a group this engine does not coordinate is answered
+NOT_COORDINATOR by the coordinator, as a Kafka broker does. Transactions have no coordinator here: FindCoordinator for one is refused with INVALID_REQUEST and
 a message saying so.
 """
 
@@ -46,15 +46,8 @@ async def find_coordinator(ctx: KafkaContext, request: Request) -> dict[str, Any
             "port": first["port"]}
 
 
-NOT_COORDINATOR = "NOT_COORDINATOR"
-
-
 async def join_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
-    if ctx.groups is None:
-        return {"throttle_time": 0, "error_code": code_named(NOT_COORDINATOR), "generation_id": -1,
-                "protocol_type": None, "protocol_name": "", "leader": "", "skip_assignment": False,
-                "member_id": body.member_id, "members": []}
     session = millis(body.session_timeout)
     rebalance = millis(field(body, "rebalance_timeout", body.session_timeout))
     result = await ctx.groups.join(body.group_id, body.member_id, request.client_id or "", request.client_host,
@@ -69,9 +62,6 @@ async def join_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 
 async def sync_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
-    if ctx.groups is None:
-        return {"throttle_time": 0, "error_code": code_named(NOT_COORDINATOR), "protocol_type": None,
-                "protocol_name": None, "assignment": b""}
     result = await ctx.groups.sync(body.group_id, body.generation_id, body.member_id,
                                    [(a.member_id, bytes(a.assignment)) for a in body.assignments])
     return {"throttle_time": 0, "error_code": code_named(result.error), "protocol_type": result.protocol_type,
@@ -80,30 +70,27 @@ async def sync_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 
 async def heartbeat(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
-    answer = NOT_COORDINATOR if ctx.groups is None else \
-        ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
+    answer = await ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id)
     return {"throttle_time": 0, "error_code": code_named(answer)}
 
 
 async def leave_group(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
     members = field(body, "members")
-    groups = ctx.groups
 
-    def leave(member_id: str) -> int:
-        return code_named(NOT_COORDINATOR if groups is None else groups.leave(body.group_id, member_id))
+    async def leave(member_id: str) -> int:
+        return code_named(await ctx.groups.leave(body.group_id, member_id))
 
     if members is None:   # v0-2: one member
-        return {"throttle_time": 0, "error_code": leave(body.member_id)}
+        return {"throttle_time": 0, "error_code": await leave(body.member_id)}
     answers = [{"member_id": m.member_id, "group_instance_id": field(m, "group_instance_id"),
-                "error_code": leave(m.member_id)} for m in members]
+                "error_code": await leave(m.member_id)} for m in members]
     return {"throttle_time": 0, "error_code": 0, "members": answers}
 
 
 async def list_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     wanted = {s.lower() for s in field(request.body, "states_filter") or ()}
-    coordinated = ctx.groups.list_groups() if ctx.groups is not None else []   # none here: an empty list
-    groups = [g for g in coordinated if not wanted or g.state.value.lower() in wanted]
+    groups = [g for g in await ctx.groups.list_groups() if not wanted or g.state.value.lower() in wanted]
     return {"throttle_time": 0, "error_code": 0,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or CONSUMER_PROTOCOL,
                         "group_state": g.state.value, "group_type": "classic"} for g in groups]}
@@ -112,10 +99,10 @@ async def list_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]:
 async def describe_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     described = []
     for group_id in request.body.groups:
-        if ctx.groups is None:
-            described.append(_not_coordinated(group_id))
+        group = await ctx.groups.describe(group_id)
+        if isinstance(group, str):
+            described.append(_not_coordinated(group_id, group))
             continue
-        group = ctx.groups.describe(group_id)
         if group is None:
             described.append({"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value,
                               "protocol_type": "", "protocol_data": "", "members": [],
@@ -133,7 +120,7 @@ async def describe_groups(ctx: KafkaContext, request: Request) -> dict[str, Any]
     return {"throttle_time": 0, "groups": described}
 
 
-def _not_coordinated(group_id: str) -> dict[str, Any]:
-    return {"error_code": code_named(NOT_COORDINATOR), "group_id": group_id, "group_state": "",
+def _not_coordinated(group_id: str, error: str) -> dict[str, Any]:
+    return {"error_code": code_named(error), "group_id": group_id, "group_state": "",
             "protocol_type": "", "protocol_data": "", "members": [],
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

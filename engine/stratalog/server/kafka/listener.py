@@ -98,8 +98,7 @@ class KafkaListener:
         self._closing = True
         if self.server is not None:
             self.server.close()
-        if self.ctx.groups is not None:
-            await self.ctx.groups.close()   # waiting joins and syncs answer now, so their connections can close
+        await self.ctx.groups.close()   # waiting joins and syncs answer now, so their connections can close
         for task, writer in list(self._connections.items()):
             if task not in self._busy:
                 writer.close()
