@@ -30,7 +30,7 @@ from stratalog.broker.groups.group import Group, GroupState, Member, everyone_re
     select_protocol
 from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, CommittedOffset, offset_key, offset_value, \
     partition_for
-from stratalog.broker.groups.ownership import OffsetsPlacement, local_placement, read_offsets
+from stratalog.broker.groups.ownership import LedPartitions, OffsetsPlacement, local_placement
 from stratalog.broker.produce import Acks
 from stratalog.common.errors import StratalogError, TopicExistsError
 from stratalog.common.names import TopicPartition
@@ -76,7 +76,6 @@ class GroupCoordinator:
         self.metadata_max_bytes = config.offset_metadata_max_bytes
         self.clock = clock
         self.groups: dict[str, Group] = {}
-        self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._joins: dict[str, dict[str, asyncio.Future[JoinResult]]] = {}
         self._syncs: dict[str, dict[str, asyncio.Future[SyncResult]]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -84,13 +83,13 @@ class GroupCoordinator:
         self._initial_deadline: dict[str, float] = {}   # when that wait ends at the latest (loop time)
         self._expiry: asyncio.Task[None] | None = None
         self._offsets_topic_made = False
-        self.loaded: dict[int, int] = {}   # offsets partition -> the leader epoch its groups were loaded at
-        self._loading: dict[int, asyncio.Lock] = {}
+        self.led = LedPartitions(broker, self.placement, self.groups.keys(), self._forget)
+        self.offsets = self.led.offsets    # the committed offsets of the groups coordinated here
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def start(self) -> None:
         """Read back the committed offsets of the partitions led now, then watch sessions."""
-        await self._load_led()
+        await self.led.load_led()
         self._expiry = asyncio.get_running_loop().create_task(self._expire_sessions())
 
     async def close(self) -> None:
@@ -110,48 +109,13 @@ class GroupCoordinator:
             timer.cancel()
 
     # -- which groups are coordinated here ------------------------------------------------------------
-    def _partition_of(self, group_id: str) -> int | None:
-        count = self.placement.partition_count()
-        return None if not count else partition_for(group_id, count)
-
     async def coordinating(self, group_id: str) -> str:
-        """NONE when this engine coordinates ``group_id`` (its offsets loaded), else the error to answer."""
-        partition = self._partition_of(group_id)
-        if partition is None:
-            return "COORDINATOR_NOT_AVAILABLE"   # no offsets topic yet
-        return NONE if await self._loaded(partition) else "NOT_COORDINATOR"
+        """NONE when this engine coordinates ``group_id``, else the error to answer (NOT_COORDINATOR)."""
+        return await self.led.coordinating(group_id)
 
-    async def _loaded(self, partition: int) -> bool:
-        """Whether this engine leads ``partition``, loading its offsets first if it just came to lead it."""
-        epoch = self.placement.leader_epoch(partition)
-        if epoch is None:
-            if partition in self.loaded:
-                self._unload(partition)
-            return False
-        if self.loaded.get(partition) == epoch:
-            return True
-        async with self._loading.setdefault(partition, asyncio.Lock()):
-            if self.loaded.get(partition) != epoch:
-                self._unload(partition)
-                offsets = await self.broker.run(read_offsets, self.broker, partition)
-                for group_id, committed in offsets.items():
-                    self.offsets[group_id] = committed
-                self.loaded[partition] = epoch
-                logger.info("%s-%d: coordinating its groups at leader epoch %d (%d with committed offsets)",
-                            OFFSETS_TOPIC, partition, epoch, len(offsets))
-        return self.placement.leader_epoch(partition) == epoch
-
-    async def _load_led(self) -> None:
-        count = await self.broker.run(self.placement.partition_count)
-        for partition in range(count or 0):
-            await self._loaded(partition)
-
-    def _unload(self, partition: int) -> None:
-        """Forget the groups of a partition no longer led here at the epoch they were loaded at."""
-        self.loaded.pop(partition, None)
-        count = self.placement.partition_count()
-        for group_id in [g for g in set(self.groups) | set(self.offsets)
-                         if not count or partition_for(g, count) == partition]:
+    def _forget(self, group_ids: list[str]) -> None:
+        """Drop the members of groups coordinated elsewhere now; whoever waits is told to look again."""
+        for group_id in group_ids:
             for member_id, join in self._joins.pop(group_id, {}).items():
                 if not join.done():
                     join.set_result(JoinResult("NOT_COORDINATOR", member_id=member_id))
@@ -163,7 +127,6 @@ class GroupCoordinator:
                 timer.cancel()
             self._initial_delay.discard(group_id)
             self.groups.pop(group_id, None)
-            self.offsets.pop(group_id, None)
 
     # -- JoinGroup ----------------------------------------------------------------------------------
     async def join(self, group_id: str, member_id: str, client_id: str, client_host: str, session_timeout_ms: int,
@@ -391,7 +354,7 @@ class GroupCoordinator:
         if accepted:
             records = [Record(i, now, offset_key(group_id, tp), offset_value(c))
                        for i, (tp, c) in enumerate(accepted.items())]
-            partition = self._partition_of(group_id)
+            partition = self.led.partition_of(group_id)
             assert partition is not None   # coordinating: the topic's partitions are known
             # Among replicas a commit is acknowledged once the ISR has it (Kafka commits with acks=-1);
             # a lone engine's only copy is in its log.
@@ -451,14 +414,9 @@ class GroupCoordinator:
     # -- ListGroups, DescribeGroups -----------------------------------------------------------------
     async def list_groups(self) -> list[Group]:
         """The groups coordinated here with members or with committed offsets (the latter as Empty)."""
-        await self._load_led()
-        names = [g for g in sorted(set(self.groups) | set(self.offsets)) if self._led(g)]
+        await self.led.load_led()
+        names = [g for g in sorted(set(self.groups) | set(self.offsets)) if self.led.led(g)]
         return [self.groups.get(name) or Group(name) for name in names]
-
-    def _led(self, group_id: str) -> bool:
-        partition = self._partition_of(group_id)
-        return partition is not None and partition in self.loaded and \
-            self.placement.leader_epoch(partition) == self.loaded[partition]
 
     async def describe(self, group_id: str) -> Group | str | None:
         """The group (None: unknown here); the error name when not coordinated here."""

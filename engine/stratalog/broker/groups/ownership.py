@@ -16,12 +16,14 @@ made the topic (on Kubernetes, the operator's Topic resource).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, CommittedOffset, parse_key, parse_value
+from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, CommittedOffset, parse_key, parse_value, \
+    partition_for
 from stratalog.common.errors import CorruptRecordError, UnknownTopicOrPartitionError
 from stratalog.common.names import TopicPartition
 from stratalog.storage.isolation import FetchIsolation
@@ -100,3 +102,73 @@ def read_offsets(broker: ReplicaManager, partition: int) -> Offsets:
         else:
             offsets.setdefault(group_id, {})[tp] = value
     return offsets
+
+
+class LedPartitions:
+    """The offsets partitions whose groups this coordinator has loaded, at which leader epoch, and
+    those groups' committed offsets.
+
+    ``forget`` is the coordinator's: it drops the members of groups whose partition is no longer
+    led here (their waiting joins and syncs answered NOT_COORDINATOR).
+    """
+
+    def __init__(self, broker: ReplicaManager, placement: OffsetsPlacement, members: Collection[str],
+                 forget: Callable[[list[str]], None]) -> None:
+        self.broker = broker
+        self.placement = placement
+        self.members = members                 # the coordinator's groups with members, by id
+        self.forget = forget
+        self.offsets: Offsets = {}             # committed offsets of the groups coordinated here
+        self.loaded: dict[int, int] = {}       # offsets partition -> the leader epoch it was loaded at
+        self._loading: dict[int, asyncio.Lock] = {}
+
+    def partition_of(self, group_id: str) -> int | None:
+        count = self.placement.partition_count()
+        return None if not count else partition_for(group_id, count)
+
+    async def coordinating(self, group_id: str) -> str:
+        """NONE when this engine coordinates ``group_id`` (its offsets loaded), else the error to answer."""
+        partition = self.partition_of(group_id)
+        if partition is None:
+            return "COORDINATOR_NOT_AVAILABLE"   # no offsets topic yet
+        return "NONE" if await self._loaded(partition) else "NOT_COORDINATOR"
+
+    def led(self, group_id: str) -> bool:
+        """Whether ``group_id`` is coordinated here now (without loading anything)."""
+        partition = self.partition_of(group_id)
+        return partition is not None and partition in self.loaded and \
+            self.placement.leader_epoch(partition) == self.loaded[partition]
+
+    async def load_led(self) -> None:
+        """Load every partition led here now (at the start, and before listing groups)."""
+        count = await self.broker.run(self.placement.partition_count)
+        for partition in range(count or 0):
+            await self._loaded(partition)
+
+    async def _loaded(self, partition: int) -> bool:
+        """Whether this engine leads ``partition``, loading its offsets first if it just came to lead it."""
+        epoch = self.placement.leader_epoch(partition)
+        if epoch is None:
+            if partition in self.loaded:
+                self._unload(partition)
+            return False
+        if self.loaded.get(partition) == epoch:
+            return True
+        async with self._loading.setdefault(partition, asyncio.Lock()):
+            if self.loaded.get(partition) != epoch:
+                self._unload(partition)
+                offsets = await self.broker.run(read_offsets, self.broker, partition)
+                self.offsets.update(offsets)
+                self.loaded[partition] = epoch
+                logger.info("%s-%d: coordinating its groups at leader epoch %d (%d with committed offsets)",
+                            OFFSETS_TOPIC, partition, epoch, len(offsets))
+        return self.placement.leader_epoch(partition) == epoch
+
+    def _unload(self, partition: int) -> None:
+        """Forget the groups of a partition no longer led here at the epoch they were loaded at."""
+        self.loaded.pop(partition, None)
+        count = self.placement.partition_count()
+        gone = [g for g in set(self.members) | set(self.offsets) if not count or partition_for(g, count) == partition]
+        for group_id in gone:
+            self.offsets.pop(group_id, None)
+        self.forget(gone)
