@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 import requests
 
+from kafka_wire import closed_without_answer, connect, request_frame
 from server_harness import kafka_batch
 
 from .conftest import KubeCluster
-from .roles import Agent, Operator, logdir_manifests, wait_for
+from .roles import Agent, Operator, free_port, logdir_manifests, wait_for
 
 NS = "access"
 TOPIC = "events"
@@ -81,8 +82,9 @@ class Bed:
         args = ("--authentication", "kubernetes", "--authorization-cache-seconds", str(CACHE_S),
                 "--replication-token-file", str(token_file), "--broker-session-timeout-ms", "3000",
                 "--broker-heartbeat-interval-ms", "500", "--config", "replica.fetch.wait.max.ms=200")
-        self.agents = {n: Agent(self.kube.env, NS, n, [self.root / n / "data-0"], self.root / f"{n}.log", *args)
-                       for n in ("dir-a", "dir-b")}
+        self.kafka_ports = {n: free_port() for n in ("dir-a", "dir-b")}
+        self.agents = {n: Agent(self.kube.env, NS, n, [self.root / n / "data-0"], self.root / f"{n}.log", *args,
+                                "--kafka-listen", f"127.0.0.1:{self.kafka_ports[n]}") for n in ("dir-a", "dir-b")}
         for agent in self.agents.values():
             agent.start()
 
@@ -178,6 +180,37 @@ def test_an_agents_identity_replicates_but_cannot_administer(bed: Bed):
     refused = bed.call("POST", leader, "/v1/replication/fetch", bed.tokens["producer"], json=fetch)
     assert (refused.status_code, refused.json()["verb"]) == (403, "replicate"), refused.text
     assert bed.call("POST", leader, "/v1/replication/fetch", agent_token, json=fetch).status_code != 403
+
+
+def test_kafka_clients_of_the_agents_authenticate_with_their_token_and_are_held_to_their_verbs(bed: Bed):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import TopicAuthorizationFailedError
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    bed.leader()
+    bootstrap = [f"127.0.0.1:{port}" for port in bed.kafka_ports.values()]
+
+    def sasl(account: str) -> dict[str, Any]:
+        return {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                "sasl_plain_username": account, "sasl_plain_password": bed.tokens[account]}
+
+    producer = KafkaProducer(acks="all", **sasl("producer"))
+    written = producer.send(TOPIC, b"over-kafka", partition=0).get(timeout=30)
+    producer.close()
+    reader = KafkaConsumer(enable_auto_commit=False, consumer_timeout_ms=3000, **sasl("consumer"))
+    reader.assign([TopicPartition(TOPIC, 0)])
+    reader.seek(TopicPartition(TOPIC, 0), written.offset)
+    assert [m.value for m in reader][:1] == [b"over-kafka"]
+    reader.close()
+
+    refused = KafkaProducer(acks="all", max_block_ms=10000, **sasl("consumer"))   # consume only
+    with pytest.raises(TopicAuthorizationFailedError):
+        refused.send(TOPIC, b"not allowed", partition=0).get(timeout=30)
+    refused.close()
+    with connect(bootstrap[0]) as anonymous:   # no SASL first: the listener closes the connection, unanswered
+        anonymous.sendall(request_frame(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                        include_topic_authorized_operations=False)))
+        assert closed_without_answer(anonymous)
 
 
 def test_revoking_a_rolebinding_takes_effect_within_the_cache_lifetime(bed: Bed):
