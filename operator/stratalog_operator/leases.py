@@ -23,7 +23,8 @@ from typing import Any
 
 from .names import LABEL_COMPONENT, LABEL_LOGDIR, LABEL_MANAGED_BY
 
-__all__ = ["ADVERTISED_ANNOTATION", "KAFKA_ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "REJOINING_ANNOTATION", "AGENT_LEASE_SELECTOR",
+__all__ = ["ADVERTISED_ANNOTATION", "KAFKA_ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "REJOINING_ANNOTATION",
+           "AGENT_LEASE_SELECTOR",
            "shutting_down", "rejoining", "lease_name", "lease_body", "renewal", "expired", "alive_logdirs",
            "duration_seconds", "micro_time", "kafka_addresses",
            "parse_host_port"]

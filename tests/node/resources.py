@@ -115,8 +115,10 @@ def client_token(node: Node, ns: str) -> str:
     return node.kubectl("-n", ns, "create", "token", "default", "--audience", node.audiences[ns]).strip()
 
 
-def start_pod(node: Node, ns: str, name: str, command: list[str]) -> None:
-    """A pod of the project's image running ``command`` once, restricted like any pod here."""
+def start_pod(node: Node, ns: str, name: str, command: list[str], *, configmaps: dict[str, str] | None = None,
+              env: dict[str, str] | None = None) -> None:
+    """A pod of the project's image running ``command`` once, restricted like any pod here; with
+    ``configmaps`` (name: mount path) mounted and ``env`` set."""
     # An application's way in: a token of its ServiceAccount minted for the agents, and their CA.
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
            "spec": {"restartPolicy": "Never",
@@ -132,6 +134,12 @@ def start_pod(node: Node, ns: str, name: str, command: list[str]) -> None:
                                     "path": "token"}}]}},
                                 {"name": "ca", "secret": {"secretName": TLS_SECRET,
                                                           "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
+    container = pod["spec"]["containers"][0]
+    for key, value in (env or {}).items():
+        container["env"].append({"name": key, "value": value})
+    for index, (configmap, path) in enumerate((configmaps or {}).items()):
+        container["volumeMounts"].append({"name": f"configmap-{index}", "mountPath": path, "readOnly": True})
+        pod["spec"]["volumes"].append({"name": f"configmap-{index}", "configMap": {"name": configmap}})
     node.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps(pod))
 
 
@@ -152,10 +160,35 @@ def client(node: Node, ns: str, name: str, script: str, timeout: float = 120) ->
     return finish_pod(node, ns, name, timeout)
 
 
-def python_client(node: Node, ns: str, name: str, code: str, *args: str, timeout: float = 120) -> str:
+def python_client(node: Node, ns: str, name: str, code: str, *args: str, timeout: float = 120,
+                  configmaps: dict[str, str] | None = None, env: dict[str, str] | None = None) -> str:
     """Run Python ``code`` in a client pod; its output."""
-    start_pod(node, ns, name, ["python", "-c", textwrap.dedent(code), *args])
+    start_pod(node, ns, name, ["python", "-c", textwrap.dedent(code), *args], configmaps=configmaps, env=env)
     return finish_pod(node, ns, name, timeout)
+
+
+KAFKA_PYTHON_DIR = "/opt/kafka-python"
+
+
+def kafka_python_configmap(node: Node, ns: str, name: str = "kafka-python") -> dict[str, str]:
+    """The host's kafka-python (pure Python) as a zip in a ConfigMap, for client pods of the project's
+    image, which has no Kafka client (and no registry is reachable here to pull one): the real
+    client, imported from the zip. Returns ``start_pod``'s ``configmaps`` and ``env``."""
+    import io
+    import zipfile
+
+    import kafka
+
+    package = Path(kafka.__file__).parent
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path, str(path.relative_to(package.parent)))
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                 "binaryData": {"kafka.zip": base64.b64encode(buffer.getvalue()).decode()}}
+    node.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input=json.dumps(configmap))
+    return {name: KAFKA_PYTHON_DIR}
 
 
 def produce_script(server: str, topic_name: str, records: list[dict[str, str]], batch_records: int = 500) -> str:

@@ -194,3 +194,44 @@ def test_a_deleted_leader_pod_under_acks_all_loses_nothing_and_comes_back_to_cat
         assert len(set(digests.values())) == 1, f"partition {p}'s replicas differ: {digests}"
     print(f"{victim}'s pod deleted under acks=all: {len(acked)} acknowledged, leadership of partition 0 moved "
           f"to {moved['leader']} at epoch {moved['leaderEpoch']}; {done}")
+
+
+# Runs in a client pod with kafka-python (from a ConfigMap): bootstraps from the chart's Service with
+# the pod's token over SASL_SSL, produces with acks=all, then reads everything back as a group.
+KAFKA_CLIENT = """
+import json, os, sys, time
+from kafka import KafkaConsumer, KafkaProducer
+bootstrap, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+security = {"bootstrap_servers": bootstrap, "security_protocol": "SASL_SSL", "ssl_cafile": os.environ["STRATALOG_CA_FILE"],
+            "sasl_mechanism": "PLAIN", "sasl_plain_username": "client",
+            "sasl_plain_password": open(os.environ["STRATALOG_TOKEN_FILE"]).read().strip()}
+producer = KafkaProducer(acks="all", retries=20, **security)
+sent = [f"kafka-{i}" for i in range(count)]
+for value in sent:
+    producer.send(topic, value.encode()).get(timeout=60)
+brokers = sorted(f"{b.host}:{b.port}" for b in producer._metadata.brokers())
+producer.close()
+consumer = KafkaConsumer(topic, group_id="pods", auto_offset_reset="earliest", enable_auto_commit=False, **security)
+read, deadline = set(), time.monotonic() + 150
+while not set(sent) <= read and time.monotonic() < deadline:
+    for records in consumer.poll(timeout_ms=500).values():
+        read.update(r.value.decode() for r in records)
+consumer.commit()
+consumer.close()
+print(json.dumps({"brokers": brokers, "missing": sorted(set(sent) - read)}))
+"""
+
+
+def test_a_kafka_client_pod_bootstraps_from_the_charts_service_produces_and_reads_back_as_a_group(replicated):
+    node = replicated
+    mounts = resources.kafka_python_configmap(node, NS)
+    out = resources.python_client(
+        node, NS, "kafka-client", KAFKA_CLIENT, f"replicated-stratalog-kafka-bootstrap.{NS}.svc:9092", TOPIC, "30",
+        timeout=240, configmaps=mounts, env={"PYTHONPATH": f"{resources.KAFKA_PYTHON_DIR}/kafka.zip"})
+    result = json.loads(out.strip().splitlines()[-1])
+    # Metadata names every agent by its Service; every record sent came back to the group.
+    assert result["brokers"] == sorted(f"{name}.{NS}.svc:9092" for name in LOGDIRS), result
+    assert result["missing"] == [], result
+    # The group's first FindCoordinator had the controller make the namespace's offsets Topic.
+    offsets = get(node, "topic", "consumer-offsets")
+    assert offsets["spec"]["topicName"] == "__consumer_offsets" and offsets["spec"]["replicas"] == 3

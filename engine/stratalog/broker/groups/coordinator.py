@@ -392,7 +392,7 @@ class GroupCoordinator:
         def make() -> None:   # on the pool: listing topics waits for the manager's lock
             if OFFSETS_TOPIC not in self.broker.engine.manager.topics():
                 try:
-                    self.broker.topics.create_topic(OFFSETS_TOPIC, self.broker.engine.config.offsets_topic_num_partitions,
+                    self.broker.topics.create_topic(OFFSETS_TOPIC, self.placement.partition_count() or 1,
                                                     {"cleanup.policy": "compact", "segment.bytes": 104857600})
                 except TopicExistsError:
                     pass

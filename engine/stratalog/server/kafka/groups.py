@@ -4,8 +4,8 @@ LeaveGroup, ListGroups and DescribeGroups, each a call to the broker's ``GroupCo
 FindCoordinator names the broker the ``ClusterView`` says coordinates the group (a lone engine:
 itself; among replicas, the leader of the group's ``__consumer_offsets`` partition), or refuses
 with the view's reason. A request for a group this engine does not coordinate is answered
-NOT_COORDINATOR by the coordinator, as a Kafka broker does. Transactions have no coordinator here: FindCoordinator for one is refused with INVALID_REQUEST and
-a message saying so.
+NOT_COORDINATOR by the coordinator, as a Kafka broker does. Transactions have no coordinator
+here: FindCoordinator for one is refused with INVALID_REQUEST and a message saying so.
 """
 
 from __future__ import annotations
