@@ -202,6 +202,52 @@ def test_producers_given_one_agent_write_to_each_leader_and_a_consumer_reads_it_
         assert [(r["offset"], r["value"].encode()) for r in over_http] == read[p]
 
 
+def test_the_java_clients_console_tools_aiokafka_and_a_librdkafka_group_work_through_the_agents(
+        bed, kafka_toolchain):  # noqa: F811 - the fixture
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from confluent_kafka import Consumer
+
+    # The Java producer as it comes (idempotent, acks=all), given one agent; it writes to each leader.
+    lines = "".join(f"java line {i}\n" for i in range(6)).encode()
+    produced = kafka_toolchain.java("org.apache.kafka.tools.ConsoleProducer", [
+        "--bootstrap-server", bed.kafka(LOGDIRS[1]), "--topic", GROUP_TOPIC], input=lines)
+    assert produced.returncode == 0, produced.describe()
+
+    async def aio() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bed.kafka(LOGDIRS[2]), acks="all")
+        await producer.start()
+        try:
+            for i in range(6):
+                await producer.send_and_wait(GROUP_TOPIC, f"aiokafka {i}".encode(), partition=i % GROUP_PARTITIONS)
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio())
+    wanted = {f"java line {i}" for i in range(6)} | {f"aiokafka {i}" for i in range(6)}
+
+    # The Java console consumer in a group reads them all, and so does a librdkafka consumer in another.
+    consumed = kafka_toolchain.java("org.apache.kafka.tools.consumer.ConsoleConsumer", [
+        "--bootstrap-server", bed.kafka(LOGDIRS[0]), "--topic", GROUP_TOPIC, "--group", "console-group",
+        "--from-beginning", "--timeout-ms", "20000"])
+    assert wanted <= set(consumed.stdout.splitlines()), consumed.describe()
+    consumer = Consumer({"bootstrap.servers": bed.kafka(LOGDIRS[2]), "group.id": "rd-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([GROUP_TOPIC])
+    got: set[str] = set()
+    deadline = time.monotonic() + 90
+    while not wanted <= got and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.add(message.value().decode())
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed(consumer.assignment(), timeout=10)
+    consumer.close()
+    assert wanted <= got
+    assert len(committed) == GROUP_PARTITIONS and all(tp.offset > 0 for tp in committed), committed
+
+
 def test_kafka_topics_describes_the_topic_through_any_agent_and_topic_changes_name_the_resource_to_edit(
         bed, kafka_toolchain):  # noqa: F811 - the fixture
     records = bed.records()
@@ -306,13 +352,13 @@ def test_a_group_of_three_consumes_every_partition_and_rebalances_when_one_leave
         assert set().union(*members.owned()) == set(range(GROUP_PARTITIONS))
 
         producer = KafkaProducer(bootstrap_servers=bed.kafka(LOGDIRS[2]), acks="all")
-        sent = {(i % GROUP_PARTITIONS, i // GROUP_PARTITIONS): f"view-{i}".encode() for i in range(60)}
-        for i in range(60):
-            producer.send(GROUP_TOPIC, value=f"view-{i}".encode(), partition=i % GROUP_PARTITIONS)
+        sent = {f"view-{i}".encode(): i % GROUP_PARTITIONS for i in range(60)}   # value -> its partition
+        for value, partition in sent.items():
+            producer.send(GROUP_TOPIC, value=value, partition=partition)
         producer.flush(timeout=60)
         producer.close()
         wait_for("the group to read every record", lambda: set(sent.items()) <= {
-            ((p, o), v) for got in members.read for p, o, v in got}, timeout=60, logs=bed.logs)
+            (v, p) for got in members.read for p, _, v in got}, timeout=60, logs=bed.logs)
         # Each partition was read by the one member that owns it.
         for index, got in enumerate(members.read):
             assert {p for p, _, _ in got} <= members.owned()[index]
