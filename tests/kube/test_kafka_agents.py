@@ -9,6 +9,9 @@ the Topic's status records it, so the clients send each request to its leader, f
 leadership that moves, and read back through any agent what they wrote, which the HTTP API
 agrees with.
 
+Spark's own Kafka source and sink (``format("kafka")``) read the agents in batch and streaming and
+write to them, given one agent.
+
 Consumer groups: the first FindCoordinator has the controller make the namespace's
 ``__consumer_offsets`` Topic (3 partitions here, ``--offsets-topic-partitions``); each group is
 coordinated by the leader of its partition, and when that agent is killed the next leader
@@ -246,6 +249,38 @@ def test_the_java_clients_console_tools_aiokafka_and_a_librdkafka_group_work_thr
     consumer.close()
     assert wanted <= got
     assert len(committed) == GROUP_PARTITIONS and all(tp.offset > 0 for tp in committed), committed
+
+
+def test_sparks_kafka_source_reads_the_agents_in_batch_and_stream_and_its_sink_writes_to_them(bed, spark):
+    from kafka import KafkaProducer
+
+    records = bed.records()
+    producer = KafkaProducer(bootstrap_servers=bed.kafka(LOGDIRS[0]), acks="all")
+    for i in range(20):
+        producer.send(TOPIC, key=b"spark", value=f"for spark {i}".encode(), partition=i % PARTITIONS)
+    producer.flush(timeout=60)
+    producer.close()
+    over_http = sorted((p, r["offset"], r["value"]) for p in range(PARTITIONS)
+                       for r in bed.agents[records[p]["leader"]].consume(TOPIC, p))
+
+    through_kafka = (spark.read.format("kafka").option("kafka.bootstrap.servers", bed.kafka(LOGDIRS[1]))
+                     .option("subscribe", TOPIC).load())
+    batch = sorted((r.partition, r.offset, bytes(r.value).decode()) for r in through_kafka.collect())
+    assert batch == over_http and len(batch) >= 20
+
+    query = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bed.kafka(LOGDIRS[2]))
+             .option("subscribe", TOPIC).option("startingOffsets", "earliest").load()
+             .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+             .writeStream.format("memory").queryName("agents_stream").trigger(availableNow=True).start())
+    assert query.awaitTermination(180)
+    streamed = sorted((r.partition, r.offset, r.value) for r in spark.sql("SELECT * FROM agents_stream").collect())
+    assert streamed == over_http
+
+    frame = spark.createDataFrame([(f"written by spark {i}", i % PARTITIONS) for i in range(10)],
+                                  "value STRING, partition INT")
+    frame.write.format("kafka").option("kafka.bootstrap.servers", bed.kafka(LOGDIRS[0])).option("topic", TOPIC).save()
+    written = {r["value"] for p in range(PARTITIONS) for r in bed.agents[records[p]["leader"]].consume(TOPIC, p)}
+    assert {f"written by spark {i}" for i in range(10)} <= written
 
 
 def test_kafka_topics_describes_the_topic_through_any_agent_and_topic_changes_name_the_resource_to_edit(
