@@ -125,7 +125,7 @@ class Controller:
 
                 def reconcile() -> Outcome:
                     outcome = reconcile_logdir(self.kube, logdir, self.options, topics=topics)
-                    # A namespace with a LogDir has a __consumer_offsets Topic, for its groups.
+                    # The namespace's __consumer_offsets Topic, once one of its agents asked for it.
                     outcome.writes += ensure_offsets_topic(self.kube, namespace, topics, logdirs,
                                                            self.offsets_topic).writes
                     return outcome
