@@ -96,6 +96,8 @@ KAFKA_4_ENGINE_DEFAULTS: dict[str, str | None] = {
     "group.max.session.timeout.ms": "1800000",
     "offsets.topic.num.partitions": "50",
     "offset.metadata.max.bytes": "4096",
+    "offsets.retention.minutes": "10080",                # Kafka's GroupCoordinatorConfig: 7 days
+    "offsets.retention.check.interval.ms": "600000",
     "message.max.bytes": "1048588",
     "log.cleanup.policy": "delete",
     "log.retention.ms": None,
@@ -174,6 +176,8 @@ ENGINE_INTEGER_RANGES = {
     "request.timeout.ms": (0, INT32_MAX),
     "producer.id.expiration.ms": (1, INT32_MAX),
     "producer.id.expiration.check.interval.ms": (1, INT32_MAX),
+    "offsets.retention.minutes": (1, INT32_MAX),
+    "offsets.retention.check.interval.ms": (1, INT32_MAX),
     "group.initial.rebalance.delay.ms": (0, INT32_MAX),
     "group.min.session.timeout.ms": (1, INT32_MAX),
     "group.max.session.timeout.ms": (1, INT32_MAX),

@@ -337,3 +337,57 @@ def test_a_coordinator_serves_only_the_groups_of_the_offsets_partitions_it_leads
     finally:
         broker.shutdown_pools()
         engine.stop()
+
+
+def test_committed_offsets_expire_after_the_retention_once_nobody_uses_them_and_stay_gone_after_a_restart(
+        tmp_path):
+    """Kafka's offsets.retention.minutes (KIP-211): a standalone commit expires that long after it was
+    made; a group's offsets are kept while it has members, and expire that long after the last one left."""
+    import asyncio
+
+    from stratalog.broker.engine import Engine
+    from stratalog.broker.groups.coordinator import GroupCoordinator
+    from stratalog.broker.replica_manager import ReplicaManager
+
+    settings = {"offsets.retention.minutes": "1", "group.initial.rebalance.delay.ms": "0",
+                "offsets.topic.num.partitions": "1"}
+    engine = Engine([tmp_path / "engine"], settings, schedule=False)
+    engine.start()
+    broker = ReplicaManager(engine)
+    now = [1_700_000_000_000]
+    tp = TopicPartition("orders", 0)
+
+    async def run() -> None:
+        groups = GroupCoordinator(broker, clock=lambda: now[0])
+        await groups.start()
+        assert await groups.commit("standalone", -1, "", [(tp, 5, -1, None)]) == {tp: "NONE"}
+        joined = await groups.join("members", "", "c", "/h", 1_000_000, 1_000_000, "consumer", [("range", b"")],
+                                   require_known_member=False)
+        assert (await groups.sync("members", joined.generation, joined.member_id,
+                                  [(joined.member_id, b"")])).error == "NONE"
+        assert await groups.commit("members", joined.generation, joined.member_id, [(tp, 7, -1, None)]) == \
+            {tp: "NONE"}
+
+        now[0] += 60_000
+        assert await groups.expire_offsets() == 1   # the standalone commit; the group's member keeps its own
+        assert (await groups.committed("standalone", [tp]))[tp] is None
+        assert (await groups.committed("members", [tp]))[tp].offset == 7
+        assert await groups.leave("members", joined.member_id) == "NONE"   # empty from now on
+        now[0] += 59_999
+        assert await groups.expire_offsets() == 0
+        now[0] += 1
+        assert await groups.expire_offsets() == 1
+        assert await groups.list_groups() == []
+        await groups.close()
+
+        restarted = GroupCoordinator(broker, clock=lambda: now[0])   # reads the log back: the tombstones hold
+        await restarted.start()
+        assert await restarted.committed("standalone", None) == {}
+        assert await restarted.committed("members", None) == {}
+        await restarted.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        broker.shutdown_pools()
+        engine.stop()

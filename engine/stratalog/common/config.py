@@ -678,6 +678,15 @@ ENGINE_CONFIGS: Mapping[str, ConfigKey] = _index(
             "offset.metadata.max.bytes", _I, 4096,
             "The longest metadata string a committed offset may carry.", minimum=0,
         ),
+        _engine(
+            "offsets.retention.minutes", _I, 10080,
+            "How long a group's committed offsets are kept once it has no members (or, for a "
+            "consumer that never joined, after its commit).", minimum=1,
+        ),
+        _engine(
+            "offsets.retention.check.interval.ms", _I, 600000,
+            "Period of the task that removes expired committed offsets.", minimum=1,
+        ),
         _same_as_topic("message.max.bytes", "max.message.bytes"),
         # Broker defaults of topic configs (Kafka's server synonyms).
         _same_as_topic("log.cleanup.policy", "cleanup.policy"),
@@ -948,6 +957,8 @@ class EngineConfig:
     group_max_session_timeout_ms: int
     offsets_topic_num_partitions: int
     offset_metadata_max_bytes: int
+    offsets_retention_minutes: int
+    offsets_retention_check_interval_ms: int
     message_max_bytes: int
     log_cleanup_policy: frozenset[str]
     log_retention_ms: int | None

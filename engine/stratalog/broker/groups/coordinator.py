@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from stratalog.broker.groups.group import Group, GroupState, Member, everyone_rejoined, lapsed_members, next_leader, \
-    select_protocol
+from stratalog.broker.groups.group import Group, GroupState, Member, everyone_rejoined, expired_offsets, \
+    lapsed_members, next_leader, select_protocol
 from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, CommittedOffset, offset_key, offset_value, \
     partition_for
 from stratalog.broker.groups.ownership import LedPartitions, OffsetsPlacement, local_placement
@@ -74,6 +74,8 @@ class GroupCoordinator:
         self.max_session_ms = config.group_max_session_timeout_ms
         self.placement = placement or local_placement(broker)
         self.metadata_max_bytes = config.offset_metadata_max_bytes
+        self.retention_ms = config.offsets_retention_minutes * 60_000
+        self.retention_check_s = config.offsets_retention_check_interval_ms / 1000
         self.clock = clock
         self.groups: dict[str, Group] = {}
         self._joins: dict[str, dict[str, asyncio.Future[JoinResult]]] = {}
@@ -82,6 +84,7 @@ class GroupCoordinator:
         self._initial_delay: set[str] = set()   # groups in their first rebalance's wait for more members
         self._initial_deadline: dict[str, float] = {}   # when that wait ends at the latest (loop time)
         self._expiry: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
         self._offsets_topic_made = False
         self.led = LedPartitions(broker, self.placement, self.groups.keys(), self._forget)
         self.offsets = self.led.offsets    # the committed offsets of the groups coordinated here
@@ -91,6 +94,7 @@ class GroupCoordinator:
         """Read back the committed offsets of the partitions led now, then watch sessions."""
         await self.led.load_led()
         self._expiry = asyncio.get_running_loop().create_task(self._expire_sessions())
+        self._retention = asyncio.get_running_loop().create_task(self._retain_offsets())
 
     async def close(self) -> None:
         """Stop: joins and syncs still waiting are told to find the coordinator again (NOT_COORDINATOR)."""
@@ -102,9 +106,10 @@ class GroupCoordinator:
             for sync in waiting_syncs.values():
                 if not sync.done():
                     sync.set_result(SyncResult("NOT_COORDINATOR"))
-        if self._expiry is not None:
-            self._expiry.cancel()
-            await asyncio.gather(self._expiry, return_exceptions=True)
+        for task in (self._expiry, self._retention):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         for timer in self._timers.values():
             timer.cancel()
 
@@ -227,7 +232,7 @@ class GroupCoordinator:
         group.generation += 1
         joins = self._joins.pop(group.group_id, {})
         if not group.members:
-            group.empty()
+            group.empty(self.clock())
             return
         members = list(group.members.values())
         group.protocol = select_protocol(members)
@@ -319,7 +324,7 @@ class GroupCoordinator:
             if group.members:
                 self._prepare_rebalance(group, initial=False)
             else:
-                group.empty()
+                group.empty(self.clock())
                 group.generation += 1
         elif group.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(group)
@@ -369,6 +374,45 @@ class GroupCoordinator:
                 return {**{tp: "COORDINATOR_NOT_AVAILABLE" for tp in accepted}, **errors}
             self.offsets.setdefault(group_id, {}).update(accepted)
         return {**{tp: NONE for tp in accepted}, **errors}
+
+    async def expire_offsets(self) -> int:
+        """Kafka's offsets retention: the expired commits of the groups coordinated here are
+        tombstoned in ``__consumer_offsets`` (so the cleaner removes them) and forgotten, and a
+        group left with neither members nor offsets with them; how many commits were removed."""
+        now = self.clock()
+        removed = 0
+        for group_id in [g for g in list(self.offsets) if self.led.led(g)]:
+            group = self.groups.get(group_id)
+            gone = expired_offsets(group, self.offsets.get(group_id, {}), now, self.retention_ms)
+            partition = self.led.partition_of(group_id)
+            if not gone or partition is None:
+                continue
+            tombstones = [Record(i, now, offset_key(group_id, tp), None) for i, tp in enumerate(gone)]
+            acks = Acks.ALL if self.broker.replicas is not None else Acks.LEADER
+            try:
+                await self.broker.append_records(TopicPartition(OFFSETS_TOPIC, partition), [build_batch(tombstones)],
+                                                 acks, now, internal=True)
+            except StratalogError as error:   # the next round tries again
+                logger.warning("group %s: removing expired offsets failed: %s", group_id, error)
+                continue
+            kept = self.offsets.get(group_id, {})
+            for tp in gone:
+                kept.pop(tp, None)
+            if not kept:
+                self.offsets.pop(group_id, None)
+                if group is not None and not group.members:
+                    self.groups.pop(group_id, None)   # Kafka's Dead: nothing of it is left
+            removed += len(gone)
+            logger.info("group %s: %d committed offset(s) expired (offsets.retention.minutes)", group_id, len(gone))
+        return removed
+
+    async def _retain_offsets(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_s)
+            try:
+                await self.expire_offsets()
+            except Exception as error:  # noqa: BLE001 - a bug here must not end the task for good
+                logger.error("offsets retention failed: %s: %s", type(error).__name__, error)
 
     def _commit_refusal(self, group_id: str, generation: int, member_id: str) -> str | None:
         group = self.groups.get(group_id)

@@ -4,14 +4,19 @@ A group moves Empty → PreparingRebalance (members rejoin) → CompletingRebala
 SyncGroup brings the assignment) → Stable, and back to PreparingRebalance when a member joins,
 changes its protocols, leaves or lets its session lapse. The coordinator drives the moves and
 the waiting; what is decided here needs no event loop: which protocol the members share, who
-leads, which members lapsed, whether a rebalance has heard from everyone.
+leads, which members lapsed, whether a rebalance has heard from everyone, which committed
+offsets have outlived ``offsets.retention.minutes``.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from stratalog.broker.groups.offsets_records import CommittedOffset
+from stratalog.common.names import TopicPartition
 
 
 class GroupState(enum.Enum):
@@ -49,6 +54,7 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)   # ids given with MEMBER_ID_REQUIRED, not joined yet
+    empty_since_ms: int | None = None    # when its last member left (Kafka's currentStateTimestamp)
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         """Whether a member with these protocols may join: same type, and a protocol in common."""
@@ -59,9 +65,10 @@ class Group:
         names = {name for name, _ in protocols}
         return bool(names & common_protocols(self.members.values()))
 
-    def empty(self) -> None:
+    def empty(self, now_ms: int) -> None:
         """No members left: no protocol, no leader (the generation is the caller's to move)."""
         self.state, self.protocol, self.protocol_type, self.leader = GroupState.EMPTY, None, None, None
+        self.empty_since_ms = now_ms
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -100,3 +107,16 @@ def next_leader(group: Group) -> str | None:
     if group.leader in group.members:
         return group.leader
     return next(iter(group.members), None)
+
+
+def expired_offsets(group: Group | None, offsets: Mapping[TopicPartition, CommittedOffset], now_ms: int,
+                    retention_ms: int) -> list[TopicPartition]:
+    """The committed offsets Kafka's retention removes now (KIP-211): all of a group's once it has
+    been without members for ``retention_ms``; for a consumer that never joined a group here (a
+    standalone commit, or a group not seen since a restart), each one ``retention_ms`` after its
+    commit. A group with members keeps its offsets."""
+    if group is not None and group.members:
+        return []
+    if group is not None and group.empty_since_ms is not None:
+        return list(offsets) if now_ms - group.empty_since_ms >= retention_ms else []
+    return [tp for tp, c in offsets.items() if now_ms - c.commit_timestamp >= retention_ms]
