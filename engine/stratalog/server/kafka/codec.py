@@ -100,16 +100,51 @@ def _payload_class(module: types.ModuleType, kind: EntityType) -> Any:
     raise MalformedFrame(f"{module.__name__} has no {kind.name} class")
 
 
-def write_response(request: Request, values: Mapping[str, Any]) -> memoryview:
-    """The response frame, size prefix included, of ``values`` in the request's version (a view of
-    the buffer it was written to: a fetch's megabyte is not copied once more)."""
-    body = io.BytesIO()
-    body.write(b"\0\0\0\0")
-    entity_writer(request.response_header)(body, request.response_header(correlation_id=request.correlation_id))
-    entity_writer(request.response_class)(body, build(request.response_class, values))
-    frame = body.getbuffer()
-    frame[0:4] = (len(frame) - 4).to_bytes(4, "big")
-    return frame
+def write_response(request: Request, values: Mapping[str, Any]) -> list[bytes | memoryview]:
+    """The response frame, size prefix included, of ``values`` in the request's version, as the
+    pieces to send in order: a fetch's record batches are sent from the buffers they were read
+    into, not copied into the frame first."""
+    pieces = _Pieces()
+    pieces.write(b"\0\0\0\0")
+    frame = typing.cast(typing.IO[bytes], pieces)   # kio's writers only call write()
+    entity_writer(request.response_header)(frame, request.response_header(correlation_id=request.correlation_id))
+    entity_writer(request.response_class)(frame, build(request.response_class, values))
+    return pieces.close()
+
+
+class _Pieces:
+    """A writable for kio's writers that keeps large writes (record batches) as they are and
+    gathers the small ones (every other field) into buffers between them."""
+
+    LARGE = 32 * 1024
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes | memoryview] = []
+        self.small = io.BytesIO()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        n = len(data)
+        self.size += n
+        if n >= self.LARGE:
+            self._cut()
+            self.pieces.append(data)
+        else:
+            self.small.write(data)
+        return n
+
+    def _cut(self) -> None:
+        if self.small.tell():
+            self.pieces.append(self.small.getbuffer())
+            self.small = io.BytesIO()
+
+    def close(self) -> list[bytes | memoryview]:
+        """The pieces, the first starting with the frame's size."""
+        self._cut()
+        first = self.pieces[0]
+        assert isinstance(first, memoryview) and len(first) >= 4   # the size prefix was written first, small
+        first[0:4] = (self.size - 4).to_bytes(4, "big")
+        return self.pieces
 
 
 def build(cls: Any, values: Mapping[str, Any]) -> Any:

@@ -139,7 +139,8 @@ class KafkaListener:
                     if answer is None:
                         return
                     if answer:
-                        writer.write(answer)
+                        for piece in answer:   # each sent as it is: no join of a fetch's batches
+                            writer.write(piece)
                         await writer.drain()
                     if session.close_after_answer:
                         return
@@ -158,8 +159,8 @@ class KafkaListener:
     def _unauthenticated(self, session: SaslSession) -> bool:
         return self.ctx.access.enabled and session.principal is None
 
-    async def _answer(self, frame: bytes, peer: object, session: SaslSession) -> memoryview | bytes | None:
-        """The response frame; empty when none is due (acks=0); None to close the connection."""
+    async def _answer(self, frame: bytes, peer: object, session: SaslSession) -> list[bytes | memoryview] | None:
+        """The response frame's pieces; empty when none is due (acks=0); None to close the connection."""
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
         sasl = self.ctx.access.enabled
         if not api_versions.supported(api_key, version, sasl=sasl):
@@ -183,7 +184,7 @@ class KafkaListener:
                 return write_response(request, await sasl_authenticate(self.ctx, session, request))
             values = await HANDLERS[api_key](self.ctx, request)
             if values is None:
-                return b""
+                return []
             return write_response(request, values)
         except CloseConnection as reason:
             logger.info("Kafka listener: closing the connection from %s: %s", peer, reason)
@@ -203,7 +204,7 @@ def _host_of(peer: object) -> str:
     return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
 
 
-def _unsupported_api_versions(correlation_id: int, sasl: bool) -> memoryview:
+def _unsupported_api_versions(correlation_id: int, sasl: bool) -> list[bytes | memoryview]:
     request = Request(api_versions.API_VERSIONS, 0, correlation_id, None, ApiVersionsRequestV0(),
                       ApiVersionsResponseV0, ApiVersionsResponseV0.__header_schema__)
     return write_response(request, api_versions.api_versions_response(api_versions.UNSUPPORTED_VERSION, sasl=sasl))
