@@ -351,7 +351,8 @@ def test_logdir_owns_claims_configmap_service_and_statefulset(bed: Bed, operator
     assert svc["metadata"]["ownerReferences"] == [owner(a)]
     assert svc["spec"]["type"] == "ClusterIP"
     assert svc["spec"]["selector"] == selector
-    assert svc["spec"]["ports"] == [{"name": "http", "port": 8092, "targetPort": "http", "protocol": "TCP"}]
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 8092, "targetPort": "http", "protocol": "TCP"},
+                                    {"name": "kafka", "port": 9092, "targetPort": "kafka", "protocol": "TCP"}]
 
     sts = bed.get("statefulset", "dir-a")
     assert sts is not None
@@ -382,10 +383,12 @@ def test_logdir_owns_claims_configmap_service_and_statefulset(bed: Bed, operator
         "stratalog", "agent", "--logdir", "dir-a", "--namespace", bed.ns, "--listen", "0.0.0.0:8092",
         "--config-file", "/etc/stratalog/engine.properties",
         "--advertise", f"http://dir-a.{bed.ns}.svc:8092",   # its Service: where followers and clients find it
+        "--kafka-listen", "0.0.0.0:9092", "--kafka-advertise", f"dir-a.{bed.ns}.svc:9092",   # Kafka clients too
         "--data-dir", "/var/lib/stratalog/data-0", "--data-dir", "/var/lib/stratalog/data-1",
         "--authentication", "kubernetes", "--token-audience", "stratalog",
         "--replication-token-file", "/var/run/stratalog/token/token"]
-    assert agent["ports"] == [{"name": "http", "containerPort": 8092, "protocol": "TCP"}]
+    assert agent["ports"] == [{"name": "http", "containerPort": 8092, "protocol": "TCP"},
+                              {"name": "kafka", "containerPort": 9092, "protocol": "TCP"}]
     assert agent["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
     assert agent["securityContext"] == {
         "runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
