@@ -45,6 +45,7 @@ PARTITIONS = 2
 GROUP_TOPIC = "views"
 GROUP_PARTITIONS = 3
 OFFSETS_PARTITIONS = 3
+SOLO_TOPIC = "solo"   # one copy: held by one agent, described by all
 AGENT_ARGS = ("--broker-session-timeout-ms", "3000", "--broker-heartbeat-interval-ms", "500",
               "--config", "replica.lag.time.max.ms=3000", "--config", "replica.fetch.wait.max.ms=200")
 
@@ -121,6 +122,9 @@ def _manifests() -> str:
     docs.append("apiVersion: stratalog.io/v1alpha1\nkind: Topic\n"
                 f"metadata: {{name: {GROUP_TOPIC}}}\n"
                 f"spec: {{partitions: {GROUP_PARTITIONS}, replicas: 3, config: {{min.insync.replicas: 2}}}}\n")
+    docs.append("apiVersion: stratalog.io/v1alpha1\nkind: Topic\n"
+                f"metadata: {{name: {SOLO_TOPIC}}}\n"
+                "spec: {partitions: 1, replicas: 1, config: {retention.ms: 3600000}}\n")
     return "---\n".join(docs)
 
 
@@ -308,6 +312,24 @@ def test_kafka_topics_describes_the_topic_through_any_agent_and_topic_changes_na
     assert len(bed.records()) == PARTITIONS   # nothing was deleted, on any agent
     for logdir in LOGDIRS:
         assert requests.get(f"{bed.agents[logdir].base}/v1/topics/{TOPIC}", timeout=10).status_code == 200
+
+
+def test_every_agent_describes_a_topics_configs_even_one_holding_no_replica_of_it(bed):
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+    from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
+
+    record = wait_for("the one-copy topic placed", lambda: bed.records(SOLO_TOPIC).get(0), timeout=60,
+                      logs=bed.logs)
+    holder = record["replicas"][0]
+    for logdir in LOGDIRS:
+        _, answer = call(bed.kafka(logdir), DescribeConfigsRequest(
+            resources=(DescribeConfigsResource(resource_type=2, resource_name=SOLO_TOPIC,
+                                               configuration_keys=("retention.ms", "cleanup.policy")),),
+            include_synonyms=False, include_documentation=False), DescribeConfigsResponse)
+        (result,) = answer.results
+        assert result.error_code == 0, (logdir, holder, result.error_message)
+        assert {c.name: (c.value, c.config_source) for c in result.configs} == {
+            "retention.ms": ("3600000", 1), "cleanup.policy": ("delete", 5)}, (logdir, holder)
 
 
 def test_the_first_find_coordinator_has_the_offsets_topic_made_and_then_names_its_partitions_leader(bed):

@@ -86,3 +86,13 @@ def test_a_groups_coordinator_is_its_offsets_partitions_leader_and_without_the_t
     gone = cluster({"consumer-offsets": offsets}, {})   # B's Lease lapsed: no coordinator until a new leader
     with pytest.raises(CoordinatorNotAvailable, match=f"partition {partition} has no leader"):
         gone.group_coordinator("billing")
+
+
+def test_a_topics_config_is_its_spec_over_this_logdirs_topic_defaults_for_describing_it_from_anywhere():
+    body = topic("orders", [record(0, B, [B])])
+    body["spec"]["config"] = {"retention.ms": 3600000, "cleanup.policy": ["compact"]}
+    view = AgentCluster("ns", A, ("dir-a.ns.svc", 9092), {"orders": body}, lambda: {},
+                        topic_defaults=lambda: {"retention.ms": "60000", "segment.bytes": "1048576"})
+    assert view.topic_overrides("orders") == {"retention.ms": "3600000", "cleanup.policy": "compact",
+                                              "segment.bytes": "1048576"}
+    assert view.topic_overrides("unknown") is None

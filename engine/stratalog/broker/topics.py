@@ -68,6 +68,11 @@ class TopicAdmin:
         manager = self.manager
         return manager.log_config(dict(overrides), where=f"topic {topic!r}").overrides_vs(manager.default_log_config)
 
+    def properties_of(self, topic: str, overrides: Mapping[str, object]) -> dict[str, str]:
+        """Every config of a topic with ``overrides`` over this engine's defaults, as Kafka lists them
+        (for a topic of the cluster this engine holds no replica of)."""
+        return self.manager.log_config(dict(overrides), where=f"topic {topic!r}").to_properties()
+
     def ensure_partitions(self, topic: str, partitions: Iterable[int],
                           overrides: Mapping[str, object] | None = None) -> list[int]:
         """Hold these partitions of ``topic`` (any subset of its numbers), creating the missing ones.

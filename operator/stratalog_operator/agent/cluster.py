@@ -32,6 +32,7 @@ from stratalog.server.kafka.cluster import CoordinatorNotAvailable, Node, Partit
 
 from ..election import records_of
 from ..names import GROUP, VERSION, is_unmanaged
+from ..properties import topic_overrides
 from ..replica_records import broker_id, broker_ids
 from .placement import effective_name
 
@@ -49,7 +50,8 @@ class LeaderNotAvailable(StratalogError):
 class AgentCluster:
     def __init__(self, namespace: str, logdir: str, own_listener: tuple[str, int], topics: Mapping[str, Json],
                  listeners: Callable[[], Mapping[str, tuple[str, int]]],
-                 request_offsets_topic: Callable[[], None] = lambda: None) -> None:
+                 request_offsets_topic: Callable[[], None] = lambda: None,
+                 topic_defaults: Callable[[], Mapping[str, str]] = dict) -> None:
         self.namespace = namespace
         self.logdir = logdir
         self.cluster_id = f"stratalog.{namespace}"
@@ -57,6 +59,7 @@ class AgentCluster:
         self.topics = topics          # the agent's watched Topic bodies, by object name
         self.listeners = listeners    # live LogDir -> its advertised Kafka listener
         self.request_offsets_topic = request_offsets_topic
+        self.topic_defaults = topic_defaults   # this LogDir's spec.topicDefaults
 
     def _listeners(self) -> dict[str, tuple[str, int]]:
         return {**self.listeners(), self.logdir: self.own_listener}   # this one, even before its Lease is read
@@ -128,6 +131,14 @@ class AgentCluster:
             raise CoordinatorNotAvailable(f"group {group_id!r}: {OFFSETS_TOPIC} partition {partition} has no "
                                           "leader reachable now")
         return node
+
+    def topic_overrides(self, topic: str) -> dict[str, str] | None:
+        """A Topic's config over this LogDir's topic defaults, as its agents apply it."""
+        body = self._body(topic)
+        if body is None:
+            return None
+        return {**self.topic_defaults(), **topic_overrides((body.get("spec") or {}).get("config"),
+                                                           where=f"Topic {body['metadata']['name']} spec.config")}
 
     def administered_elsewhere(self, topic: str) -> str | None:
         body = self._body(topic)

@@ -9,7 +9,7 @@ import functools
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,8 @@ class KafkaSettings:
 
 async def listen_kafka(options: KafkaSettings, state: ServerState, engine: Engine, tls: ReloadingTLS | None,
                        topics: dict[str, dict[str, Any]], driver: Callable[[], ReplicaDriver | None],
-                       kube: Kube) -> tuple[KafkaListener, tuple[str, int]]:
+                       kube: Kube, topic_defaults: Callable[[], Mapping[str, str]]
+                       ) -> tuple[KafkaListener, tuple[str, int]]:
     """The Kafka listener, describing the namespace's cluster and coordinating the groups of the
     ``__consumer_offsets`` partitions this engine leads; its advertised (host, port)."""
     host, port = options.listen
@@ -55,7 +56,7 @@ async def listen_kafka(options: KafkaSettings, state: ServerState, engine: Engin
         return current.kafka_listeners if current is not None else {}
 
     cluster = AgentCluster(options.namespace, options.logdir, (host, port), topics, listeners,
-                           _once(functools.partial(_request_offsets_topic, kube, options)))
+                           _once(functools.partial(_request_offsets_topic, kube, options)), topic_defaults)
     groups = GroupCoordinator(state.broker, placement=replicated_placement(state.broker, cluster.offsets_partitions))
     await groups.start()
     ctx = KafkaContext(state.broker, engine, node_id, host, port, state.settings.max_fetch_wait_ms,

@@ -177,7 +177,8 @@ async def run_agent(options: AgentRunOptions) -> int:
         if options.kafka_listen is not None:
             kafka, (host, port) = await listen_kafka(
                 KafkaSettings(options.logdir, options.namespace, options.kafka_listen, options.kafka_advertise),
-                state, engine, tls, topics, lambda: driver, kube)
+                state, engine, tls, topics, lambda: driver, kube,
+                lambda: owner[0].topic_defaults() if owner else {})
             kafka_advertised = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         lease = AgentLease(kube, options.namespace, options.logdir, f"{socket.gethostname()}-{os.getpid()}",
                            session_timeout_ms=options.broker_session_timeout_ms,

@@ -9,7 +9,8 @@ read-only here (they come from ``--config`` at start).
 On Kubernetes the Topic resource is the source of truth: an agent's ``ClusterView`` says so, and
 CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs are refused there with
 POLICY_VIOLATION and a message naming the resource to edit (Kafka's answer when a request breaks
-the broker's topic policy). DescribeConfigs and DescribeCluster are served everywhere.
+the broker's topic policy). DescribeConfigs and DescribeCluster are served everywhere; an engine
+holding no replica of a topic describes it from the overrides its cluster records for it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from stratalog.common.config import ENGINE_CONFIGS, TOPIC_CONFIGS
-from stratalog.common.errors import InvalidConfigError, InvalidPartitionsError, StratalogError
+from stratalog.common.errors import InvalidConfigError, InvalidPartitionsError, StratalogError, \
+    UnknownTopicOrPartitionError
 from stratalog.server.kafka.authorization import Verb, refused
 from stratalog.server.kafka.cluster import AdministeredElsewhere
 from stratalog.server.kafka.codec import AUTHORIZED_OPERATIONS_OMITTED, NO_TOPIC_ID, Request, code_named, error_code, field
@@ -45,11 +47,20 @@ async def _elsewhere(ctx: KafkaContext, topic: str) -> StratalogError | None:
 
 
 def _topic_configs(ctx: KafkaContext, name: str) -> list[dict[str, Any]]:
-    description = ctx.broker.topics.describe_topic(name)
+    topics = ctx.broker.topics
+    try:
+        description = topics.describe_topic(name)
+        properties, overrides = description.config.to_properties(), set(description.overrides)
+    except UnknownTopicOrPartitionError:
+        recorded = ctx.view.topic_overrides(name)   # a topic of the cluster held by other engines only
+        if recorded is None:
+            raise
+        normalized = topics.normalize_overrides(name, recorded)
+        properties, overrides = topics.properties_of(name, normalized), set(normalized)
     return [{"name": key, "value": value, "read_only": False, "is_sensitive": False, "synonyms": [],
-             "config_source": DYNAMIC_TOPIC_CONFIG if key in description.overrides else DEFAULT_CONFIG,
+             "config_source": DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG,
              "config_type": 0, "documentation": TOPIC_CONFIGS[key].doc}
-            for key, value in description.config.to_properties().items()]
+            for key, value in properties.items()]
 
 
 async def create_topics(ctx: KafkaContext, request: Request) -> dict[str, Any]:

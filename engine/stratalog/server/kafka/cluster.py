@@ -80,6 +80,10 @@ class ClusterView(Protocol):
     def administered_elsewhere(self, topic: str) -> str | None:
         """Why topics cannot be created, deleted, grown or reconfigured here; None when they can."""
 
+    def topic_overrides(self, topic: str) -> dict[str, str] | None:
+        """The config overrides of a topic of the cluster this engine holds no replica of, as the
+        cluster records them (DescribeConfigs is answered by any broker); None if it knows none."""
+
 
 class LocalCluster:
     """``stratalog serve``: one engine, which is the whole cluster."""
@@ -120,3 +124,6 @@ class LocalCluster:
 
     def administered_elsewhere(self, topic: str) -> str | None:
         return None
+
+    def topic_overrides(self, topic: str) -> dict[str, str] | None:
+        return None   # every topic of a lone engine is held here
