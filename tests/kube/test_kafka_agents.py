@@ -213,7 +213,8 @@ def test_the_java_clients_console_tools_aiokafka_and_a_librdkafka_group_work_thr
         bed, kafka_toolchain):  # noqa: F811 - the fixture
     import asyncio
 
-    from aiokafka import AIOKafkaProducer
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as AIOTopicPartition
     from confluent_kafka import Consumer
 
     # The Java producer as it comes (idempotent, acks=all), given one agent; it writes to each leader.
@@ -222,16 +223,30 @@ def test_the_java_clients_console_tools_aiokafka_and_a_librdkafka_group_work_thr
         "--bootstrap-server", bed.kafka(LOGDIRS[1]), "--topic", GROUP_TOPIC], input=lines)
     assert produced.returncode == 0, produced.describe()
 
-    async def aio() -> None:
+    async def aio() -> list[str]:
         producer = AIOKafkaProducer(bootstrap_servers=bed.kafka(LOGDIRS[2]), acks="all")
         await producer.start()
         try:
-            for i in range(6):
-                await producer.send_and_wait(GROUP_TOPIC, f"aiokafka {i}".encode(), partition=i % GROUP_PARTITIONS)
+            sent = [await producer.send_and_wait(GROUP_TOPIC, f"aiokafka {i}".encode(), partition=0)
+                    for i in range(6)]
         finally:
             await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bed.kafka(LOGDIRS[0]), enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = AIOTopicPartition(GROUP_TOPIC, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, sent[0].offset)
+            got: list[str] = []
+            while len(got) < 6:
+                batch = await consumer.getmany(timeout_ms=10000)
+                assert batch, "no records within 10 s"
+                got += [m.value.decode() for messages in batch.values() for m in messages]
+            return got[:6]
+        finally:
+            await consumer.stop()
 
-    asyncio.run(aio())
+    assert asyncio.run(aio()) == [f"aiokafka {i}" for i in range(6)]
     wanted = {f"java line {i}" for i in range(6)} | {f"aiokafka {i}" for i in range(6)}
 
     # The Java console consumer in a group reads them all, and so does a librdkafka consumer in another.
