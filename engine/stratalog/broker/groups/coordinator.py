@@ -357,23 +357,27 @@ class GroupCoordinator:
             else:
                 accepted[tp] = CommittedOffset(offset, epoch, metadata or "", now)
         if accepted:
-            records = [Record(i, now, offset_key(group_id, tp), offset_value(c))
-                       for i, (tp, c) in enumerate(accepted.items())]
-            partition = self.led.partition_of(group_id)
-            assert partition is not None   # coordinating: the topic's partitions are known
-            # Among replicas a commit is acknowledged once the ISR has it (Kafka commits with acks=-1);
-            # a lone engine's only copy is in its log.
-            acks = Acks.ALL if self.broker.replicas is not None else Acks.LEADER
             try:
                 if self.placement.create_topic:
                     await self._ensure_offsets_topic()
-                target = TopicPartition(OFFSETS_TOPIC, partition)
-                await self.broker.append_records(target, [build_batch(records)], acks, now, internal=True)
+                await self._append(group_id, [(offset_key(group_id, tp), offset_value(c))
+                                              for tp, c in accepted.items()], now)
             except StratalogError as error:
                 logger.warning("group %s: committing offsets failed: %s", group_id, error)
                 return {**{tp: "COORDINATOR_NOT_AVAILABLE" for tp in accepted}, **errors}
             self.offsets.setdefault(group_id, {}).update(accepted)
         return {**{tp: NONE for tp in accepted}, **errors}
+
+    async def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]], now: int) -> None:
+        """Commit records (key, value; a None value is a tombstone) to the group's offsets partition.
+        Among replicas they are acknowledged once the ISR has them (Kafka commits with acks=-1); a
+        lone engine's only copy is in its log."""
+        partition = self.led.partition_of(group_id)
+        assert partition is not None   # coordinating: the topic's partitions are known
+        acks = Acks.ALL if self.broker.replicas is not None else Acks.LEADER
+        records = [Record(i, now, key, value) for i, (key, value) in enumerate(entries)]
+        await self.broker.append_records(TopicPartition(OFFSETS_TOPIC, partition), [build_batch(records)], acks,
+                                         now, internal=True)
 
     async def expire_offsets(self) -> int:
         """Kafka's offsets retention: the expired commits of the groups coordinated here are
@@ -384,14 +388,10 @@ class GroupCoordinator:
         for group_id in [g for g in list(self.offsets) if self.led.led(g)]:
             group = self.groups.get(group_id)
             gone = expired_offsets(group, self.offsets.get(group_id, {}), now, self.retention_ms)
-            partition = self.led.partition_of(group_id)
-            if not gone or partition is None:
+            if not gone:
                 continue
-            tombstones = [Record(i, now, offset_key(group_id, tp), None) for i, tp in enumerate(gone)]
-            acks = Acks.ALL if self.broker.replicas is not None else Acks.LEADER
             try:
-                await self.broker.append_records(TopicPartition(OFFSETS_TOPIC, partition), [build_batch(tombstones)],
-                                                 acks, now, internal=True)
+                await self._append(group_id, [(offset_key(group_id, tp), None) for tp in gone], now)
             except StratalogError as error:   # the next round tries again
                 logger.warning("group %s: removing expired offsets failed: %s", group_id, error)
                 continue
