@@ -279,24 +279,40 @@ def test_a_join_still_waiting_at_shutdown_is_told_to_find_the_coordinator_again(
     assert asyncio.run(run()) == "NOT_COORDINATOR"
 
 
+@pytest.fixture
+def started_broker(tmp_path):
+    """A ReplicaManager over a real, started engine (``settings`` its config), stopped after the test."""
+    from stratalog.broker.engine import Engine
+    from stratalog.broker.replica_manager import ReplicaManager
+
+    made: list[ReplicaManager] = []
+
+    def make(**settings: str) -> ReplicaManager:
+        engine = Engine([tmp_path / f"engine-{len(made)}"], settings, schedule=False)
+        engine.start()
+        made.append(ReplicaManager(engine))
+        return made[-1]
+
+    yield make
+    for broker in made:
+        broker.shutdown_pools()
+        broker.engine.stop()
+
+
 def test_a_coordinator_serves_only_the_groups_of_the_offsets_partitions_it_leads_and_reloads_them_at_a_new_epoch(
-        tmp_path):
+        started_broker):
     """Among replicas: the leader of a group's __consumer_offsets partition coordinates it; losing the
     partition answers NOT_COORDINATOR, and leading it again reads the commits in its log afresh (here
     one another leader wrote, which replication would have brought)."""
     import asyncio
 
-    from stratalog.broker.engine import Engine
     from stratalog.broker.groups.coordinator import GroupCoordinator
     from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, offset_key, offset_value, partition_for
     from stratalog.broker.groups.ownership import OffsetsPlacement
     from stratalog.broker.produce import Acks
-    from stratalog.broker.replica_manager import ReplicaManager
     from stratalog.records import Record, build_batch
 
-    engine = Engine([tmp_path / "engine"], {}, schedule=False)
-    engine.start()
-    broker = ReplicaManager(engine)
+    broker = started_broker()
     broker.topics.create_topic(OFFSETS_TOPIC, 3, {"cleanup.policy": "compact"})
     led: dict[int, int] = {}
     groups = GroupCoordinator(broker, placement=OffsetsPlacement(lambda: 3, led.get, create_topic=False))
@@ -332,28 +348,19 @@ def test_a_coordinator_serves_only_the_groups_of_the_offsets_partitions_it_leads
         assert (await groups.committed(group, [tp]))[tp].offset == 30
         await groups.close()
 
-    try:
-        asyncio.run(run())
-    finally:
-        broker.shutdown_pools()
-        engine.stop()
+    asyncio.run(run())
 
 
 def test_committed_offsets_expire_after_the_retention_once_nobody_uses_them_and_stay_gone_after_a_restart(
-        tmp_path):
+        started_broker):
     """Kafka's offsets.retention.minutes (KIP-211): a standalone commit expires that long after it was
     made; a group's offsets are kept while it has members, and expire that long after the last one left."""
     import asyncio
 
-    from stratalog.broker.engine import Engine
     from stratalog.broker.groups.coordinator import GroupCoordinator
-    from stratalog.broker.replica_manager import ReplicaManager
 
-    settings = {"offsets.retention.minutes": "1", "group.initial.rebalance.delay.ms": "0",
-                "offsets.topic.num.partitions": "1"}
-    engine = Engine([tmp_path / "engine"], settings, schedule=False)
-    engine.start()
-    broker = ReplicaManager(engine)
+    broker = started_broker(**{"offsets.retention.minutes": "1", "group.initial.rebalance.delay.ms": "0",
+                               "offsets.topic.num.partitions": "1"})
     now = [1_700_000_000_000]
     tp = TopicPartition("orders", 0)
 
@@ -386,8 +393,4 @@ def test_committed_offsets_expire_after_the_retention_once_nobody_uses_them_and_
         assert await restarted.committed("members", None) == {}
         await restarted.close()
 
-    try:
-        asyncio.run(run())
-    finally:
-        broker.shutdown_pools()
-        engine.stop()
+    asyncio.run(run())
