@@ -32,7 +32,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running = Server([root / "data"], "--no-schedule", "--kafka-listen", "127.0.0.1:0", "--max-fetch-wait-ms",
                      "1000", "--create-topic", f"{TOPIC}:3", "--create-topic", "http-in:1",
                      "--create-topic", "refusals:1", "--create-topic", "java:1",
-                     "--create-topic", "idempotent:1", "--create-topic", "epochs:1").start()
+                     "--create-topic", "idempotent:1", "--create-topic", "epochs:1",
+                     "--create-topic", "sendfile:1").start()
     yield running
     assert running.terminate() == 0, running.log()
     assert "Traceback" not in running.log(), running.log()
@@ -311,21 +312,53 @@ def test_a_fetch_out_of_range_and_of_an_unknown_partition_get_their_codes(server
     assert codes == {0: 1, 9: 3}   # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
 
 
-def fetch_at(server: Server, offset: int, *, current_leader_epoch: int = -1, last_fetched_epoch: int = -1):
+def fetch_at(server: Server, offset: int, *, current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
+             topic: str = "epochs", partition_max_bytes: int = 1 << 20, max_wait_ms: int = 10, min_bytes: int = 1):
     from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
     from kio.schema.fetch.v12.response import FetchResponse
     from kio.static.primitive import i32Timedelta
     import datetime
 
-    request = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=10)),
-                           min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                           topics=(FetchTopic(topic="epochs", partitions=(FetchPartition(
+    request = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
+                           min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
                                partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
                                last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
-                               partition_max_bytes=1 << 20),)),),
+                               partition_max_bytes=partition_max_bytes),)),),
                            forgotten_topics_data=(), rack_id="")
     _, response = call(server.kafka_address(), request, FetchResponse)
     return response.responses[0].partitions[0]
+
+
+def test_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor_open(server: Server):
+    from stratalog.records import iter_batch_infos
+
+    for i in range(12):
+        batch = kafka_batch([(b"k", b"%02d-" % i + b"x" * 1000) for _ in range(3)])
+        assert server.post("/v1/topics/sendfile/partitions/0/records", data=batch,
+                           headers={"Content-Type": RECORD_BATCH}).status_code == 200
+    stored = http_batches(server, "sendfile", 0)
+    ends = [b.position + b.size for b in iter_batch_infos(stored)]
+    assert len(ends) == 12
+    descriptors = open_files(server)
+    for _ in range(3):
+        # Cut inside a batch: the whole batches before the cut; below one batch: that one batch whole.
+        for offset, limit in ((0, 1 << 20), (0, ends[4] + 100), (0, 10), (9, ends[1] + 5)):
+            records = fetch_at(server, offset, topic="sendfile", partition_max_bytes=limit).records
+            first = offset // 3
+            start = ends[first - 1] if first else 0
+            whole = [end - start for end in ends[first:] if end - start <= limit] or [ends[first] - start]
+            assert records == stored[start:start + whole[-1]]
+        # A long poll that waits at the log end, reading again each time, and times out empty.
+        assert not fetch_at(server, 36, topic="sendfile", max_wait_ms=300, min_bytes=1).records
+    # The answers' file regions were closed once sent (and those of reads not sent at once too).
+    assert open_files(server) == descriptors
+
+
+def open_files(server: Server) -> list[str]:
+    """The files the server holds open, once each descriptor (its connections' sockets left out)."""
+    targets = (str(fd.readlink()) for fd in Path(f"/proc/{server.proc.pid}/fd").iterdir())
+    return sorted(t for t in targets if t.startswith("/"))
 
 
 def end_of_epoch(server: Server, leader_epoch: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:

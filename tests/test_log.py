@@ -388,3 +388,59 @@ def test_a_header_scan_reads_legacy_messages_too(tmp_path):
         assert [info for info, _ in records.batch_headers()] == list(records.batches())
     finally:
         records.close()
+
+
+# -- zero-copy reads: regions of the segment file ----------------------------------------------------
+def test_a_zero_copy_read_is_the_region_of_the_segment_file_a_copying_read_returns(make_log):
+    from stratalog.records import iter_batch_infos
+    from stratalog.storage.file_region import _HEADERS_CHUNK
+    log = make_log()
+    # Small batches several to a header read, large ones costing a header read each, mixed.
+    for n, size in enumerate([10, 3 * _HEADERS_CHUNK, 100, 100, 2 * _HEADERS_CHUNK + 7, 10, 5000, 10]):
+        log.append(build_batch([Record(i, 1000 + n, b"k", b"v" * size) for i in range(1 + n % 3)]))
+    for offset in range(log.log_end_offset):
+        for max_bytes in (1, 200, _HEADERS_CHUNK, 1 << 20):
+            copied = log.read(offset, max_bytes)
+            zero_copy = log.read(offset, max_bytes, zero_copy=True)
+            assert zero_copy.data == b"" and zero_copy.region is not None
+            try:
+                assert zero_copy.region.read() == copied.data
+                assert zero_copy.size == len(copied.data)
+                # Its batches, walked by their headers, are those of the bytes: a batch cut by the end is not one.
+                assert zero_copy.region.batches() == list(iter_batch_infos(copied.data))
+            finally:
+                zero_copy.region.close()
+
+
+def test_a_zero_copy_reads_bytes_stay_readable_after_its_segment_file_is_deleted_and_closed(make_log):
+    log = make_log()
+    log.append(batch(3))
+    expected = log.read(0, 1 << 20).data
+    region = log.read(0, 1 << 20, zero_copy=True).region
+    segment = log.active_segment
+    segment.log.path.unlink()
+    log.close()
+    try:
+        assert region.read() == expected
+    finally:
+        region.close()
+    assert segment.log._fd is None
+
+
+def test_a_zero_copy_reads_batch_walk_names_the_file_position_of_a_broken_header(make_log):
+    import os
+    log = make_log()
+    for _ in range(3):
+        log.append(batch(2))
+    second = log.active_segment.log.batches().__next__().size
+    descriptor = os.open(log.active_segment.log.path, os.O_WRONLY)
+    os.pwrite(descriptor, (5).to_bytes(4, "big"), second + 8)   # a batch size below any batch's
+    os.close(descriptor)
+    region = log.active_segment.log.region(second, 1 << 20)   # a region from mid-file, as most are
+    try:
+        with pytest.raises(CorruptRecordError) as raised:
+            region.batches()
+        assert raised.value.position == second + 8
+        assert str(log.active_segment.log.path) in str(raised.value)
+    finally:
+        region.close()

@@ -16,6 +16,7 @@ from stratalog.common.errors import CorruptRecordError, StoredBatchError, Strata
 from stratalog.common.names import TopicPartition
 from stratalog.records import BatchInfo, iter_batch_infos
 from stratalog.records.transactions import AbortedTransaction
+from stratalog.storage.file_region import FileRegion as FileRegion   # the transports send it
 from stratalog.storage.isolation import FetchIsolation as FetchIsolation   # the transports name it too
 from stratalog.storage.log import FetchInfo, Log
 
@@ -30,6 +31,16 @@ class FetchedBatches:
     data: bytes  # whole batches only
     batches: list[BatchInfo]
     read_seconds: float = 0.0  # time spent reading, waits excluded
+    region: FileRegion | None = None  # a zero-copy read's whole batches, left in the file (``data`` is then empty)
+
+    @property
+    def size(self) -> int:
+        return self.region.size if self.region is not None else len(self.data)
+
+    def release(self) -> None:
+        """Close the region's descriptor: for a read not sent after all (the transport closes one it sent)."""
+        if self.region is not None:
+            self.region.close()
 
     @property
     def next_offset(self) -> int:
@@ -60,13 +71,15 @@ class FetchedBatches:
 
 def read_whole_batches(log: Log, offset: int, max_bytes: int,
                        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK, *,
-                       min_one_message: bool = True) -> FetchedBatches:
+                       min_one_message: bool = True, zero_copy: bool = False) -> FetchedBatches:
     """Batches from ``offset`` up to the high watermark, or the last stable offset for read_committed
-    (blocking: run it off the event loop)."""
+    (blocking: run it off the event loop). ``zero_copy``: they stay in the segment file, a region
+    that the transport sends from there (Kafka's ``FileRecords.slice``)."""
     started = time.perf_counter()
     for attempt in range(1, READ_ATTEMPTS + 1):
         try:
-            info = log.read(offset, max_bytes, isolation=isolation, min_one_message=min_one_message)
+            info = log.read(offset, max_bytes, isolation=isolation, min_one_message=min_one_message,
+                            zero_copy=zero_copy)
             break
         except StratalogError:
             raise
@@ -75,10 +88,12 @@ def read_whole_batches(log: Log, offset: int, max_bytes: int,
                 raise UnknownTopicOrPartitionError(f"{log.topic_partition} was deleted during the fetch") from None
             if attempt == READ_ATTEMPTS:
                 raise
-    data = info.data
+    data, region = info.data, info.region
     try:
-        batches = list(iter_batch_infos(data, source=str(log.dir)))
+        batches = region.batches() if region is not None else list(iter_batch_infos(data, source=str(log.dir)))
     except CorruptRecordError as error:
+        if region is not None:
+            region.close()
         raise StoredBatchError(f"{log.topic_partition}: stored batch does not decode: {error}") from None
     end = batches[-1].position + batches[-1].size if batches else 0
     if info.aborted_transactions:
@@ -87,5 +102,10 @@ def read_whole_batches(log: Log, offset: int, max_bytes: int,
         info = dataclasses.replace(info, aborted_transactions=tuple(
             t for t in info.aborted_transactions if batches and t.first_offset <= batches[-1].last_offset))
     # A read cut by maxBytes may end inside a batch; serve whole batches only.
+    if region is not None:
+        if not end:
+            region.close()
+        return FetchedBatches(log.topic_partition, str(log.dir), dataclasses.replace(info, region=None), b"", batches,
+                              time.perf_counter() - started, region.narrowed(end) if end else None)
     return FetchedBatches(log.topic_partition, str(log.dir), info, data[:end] if end != len(data) else data,
                           batches, time.perf_counter() - started)

@@ -255,31 +255,36 @@ class ReplicaManager:
         return answer
 
     async def fetch_many(self, reads: Sequence[tuple[TopicPartition, int, int]], max_wait_ms: int, min_bytes: int,
-                         max_bytes: int, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
-                         ) -> list[FetchedBatches | StratalogError]:
+                         max_bytes: int, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK, *,
+                         zero_copy: bool = False) -> list[FetchedBatches | StratalogError]:
         """A consumer's fetch of several partitions (Kafka's DelayedFetch across them): each (partition,
         offset, partition max bytes) read in order until ``max_bytes`` is used up -- the first batch
         always, so one larger than the limits still moves the consumer -- then, while fewer than
         ``min_bytes`` came back and nothing failed, a wait of up to ``max_wait_ms`` for an append to
-        any of them, and the reads again."""
+        any of them, and the reads again. ``zero_copy``: the batches are file regions, which the
+        caller sends and closes (reads not returned are closed here)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
 
         def read_all() -> list[FetchedBatches | StratalogError]:
             out: list[FetchedBatches | StratalogError] = []
             budget, min_one_message = max_bytes, True
-            for tp, offset, partition_max in reads:
-                try:
-                    self._leader_or_refuse(tp, "fetch from")
-                    fetched = read_whole_batches(self.log(tp), offset, min(partition_max, budget), isolation,
-                                                 min_one_message=min_one_message)
-                except StratalogError as error:
-                    out.append(error)
-                    continue
-                if fetched.data:
-                    min_one_message = False
-                budget = max(0, budget - len(fetched.data))
-                out.append(fetched)
+            try:
+                for tp, offset, partition_max in reads:
+                    try:
+                        self._leader_or_refuse(tp, "fetch from")
+                        fetched = read_whole_batches(self.log(tp), offset, min(partition_max, budget), isolation,
+                                                     min_one_message=min_one_message, zero_copy=zero_copy)
+                    except StratalogError as error:
+                        out.append(error)
+                        continue
+                    if fetched.size:
+                        min_one_message = False
+                    budget = max(0, budget - fetched.size)
+                    out.append(fetched)
+            except BaseException:
+                _release(out)
+                raise
             return out
 
         existing = {tp for tp, _, _ in reads if tp in self.engine.manager.logs_view()}
@@ -288,11 +293,12 @@ class ReplicaManager:
             # ones must not leave an event behind for each.
             events = [self.signals.event(tp) for tp in existing]
             results = await self.run(read_all)
-            size = sum(len(r.data) for r in results if isinstance(r, FetchedBatches))
+            size = sum(r.size for r in results if isinstance(r, FetchedBatches))
             failed = any(isinstance(r, StratalogError) for r in results)
             remaining = deadline - loop.time()
             if size >= min_bytes or failed or remaining <= 0 or self.shutting_down or not reads:
                 return results
+            _release(results)   # read again after the wait
             await self.signals.wait_any(events, remaining)
 
     # -- replication: a follower's fetch ----------------------------------------------------------
@@ -458,3 +464,9 @@ def refuse_internal(topic: str, what: str) -> None:
     if topic in INTERNAL_TOPICS:
         raise InvalidTopicError(f"{what} {topic!r}: it is an internal topic, written only by the engine's group "
                                 "coordinator")
+
+
+def _release(results: Sequence[FetchedBatches | StratalogError]) -> None:
+    for result in results:
+        if isinstance(result, FetchedBatches):
+            result.release()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from stratalog.common.errors import CorruptRecordError
 from stratalog.records import LOG_OVERHEAD, MAGIC_OFFSET, BatchInfo, peek_batch
+from stratalog.storage.file_region import FileRegion
 
 _MIN_HEADER = MAGIC_OFFSET + 1  # offset, size, leader epoch, magic: enough to know a batch's size and format
 SCAN_CHUNK = 1 << 20
@@ -83,6 +84,10 @@ class FileRecords:
             return b""
         return os.pread(self.fd, end - position, position)
 
+    def region(self, position: int, size: int) -> FileRegion:
+        """``size`` bytes from ``position`` (fewer past the logical end), to be sent from the file."""
+        return FileRegion.of(self.fd, position, max(0, min(position + size, self._size) - position), str(self.path))
+
     def flush(self) -> None:
         os.fsync(self.fd)
 
@@ -132,11 +137,13 @@ class FileRecords:
         for info, (buffer, relative) in self._scan(start, end, SCAN_CHUNK):
             yield info, buffer[relative : relative + info.size]
 
-    def batch_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[BatchInfo, bytes]]:
+    def batch_headers(self, start: int = 0, end: int | None = None, *, chunk: int = HEADER_SCAN_CHUNK
+                      ) -> Iterator[tuple[BatchInfo, bytes]]:
         """Each batch with only its first bytes (a v2 batch's whole 61-byte header), for scans of
         producers and transaction flags: a large batch is stepped over, not read (``read`` fetches a
-        batch whole when one needs it). Stops and raises as ``batches`` does."""
-        for info, (buffer, relative) in self._scan(start, end, HEADER_SCAN_CHUNK, whole=False):
+        batch whole when one needs it). Stops and raises as ``batches`` does. ``chunk``: how much
+        to read at once while batches are small (a short scan wants less)."""
+        for info, (buffer, relative) in self._scan(start, end, chunk, whole=False):
             yield info, buffer[relative : relative + min(info.size, _HEADER_READ_AHEAD)]
 
     def _scan(self, start: int, end: int | None, chunk: int, *, whole: bool = True
@@ -149,10 +156,11 @@ class FileRecords:
         buffer_start = position
         source = str(self.path)
         ahead = _MIN_HEADER if whole else _HEADER_READ_AHEAD
+        step = chunk   # a header scan that just stepped over a large batch reads the next header alone
         while position < limit:
             relative = position - buffer_start
             if len(buffer) - relative < ahead:
-                buffer = self.read(position, min(chunk, limit - position))
+                buffer = self.read(position, min(step, limit - position))
                 buffer_start, relative = position, 0
                 if len(buffer) < _MIN_HEADER:
                     return
@@ -173,6 +181,8 @@ class FileRecords:
                 return
             yield info, (buffer, relative)
             position += info.size
+            if not whole:
+                step = _HEADER_READ_AHEAD if info.size > chunk // 8 else chunk
 
     def batch_bytes(self, info: BatchInfo) -> bytes:
         return self.read(info.position, info.size)

@@ -58,6 +58,7 @@ from stratalog.records import (
 )
 from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT
 from stratalog.records.transactions import AbortedTransaction, TransactionState
+from stratalog.storage.file_region import FileRegion
 from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.segment import LogSegment, RollParams, SegmentSlice
 from stratalog.storage.validation import ValidatedBatch, validate_leader_batch
@@ -104,6 +105,11 @@ class FetchInfo:
     # aborted transactions its range meets, which the reader skips.
     last_stable_offset: int = -1
     aborted_transactions: tuple[AbortedTransaction, ...] | None = None
+    region: FileRegion | None = None   # a zero-copy read's batches, left in the file (``data`` is then empty)
+
+    @property
+    def size(self) -> int:
+        return self.region.size if self.region is not None else len(self.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,23 +523,24 @@ class Log:
 
     # -- read -------------------------------------------------------------------------------
     def read(self, start_offset: int, max_bytes: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
-             min_one_message: bool = True) -> FetchInfo:
+             min_one_message: bool = True, zero_copy: bool = False) -> FetchInfo:
         """Batches from the one containing ``start_offset``, up to ``max_bytes`` (batch granular).
+        ``zero_copy``: they are a region of the segment file, which the caller closes once sent.
 
         A segment picked up by this read may be swapped out by the cleaner or deleted by
         retention while it reads; its files can then vanish under it. The read then starts
         again on the current segments, once; a log closed meanwhile is an unknown partition.
         """
         try:
-            return self._read(start_offset, max_bytes, isolation, min_one_message)
+            return self._read(start_offset, max_bytes, isolation, min_one_message, zero_copy)
         except (OSError, ValueError):
             if self.closed:
                 raise UnknownTopicOrPartitionError(f"{self.topic_partition}: the log was closed during the read") \
                     from None
-            return self._read(start_offset, max_bytes, isolation, min_one_message)
+            return self._read(start_offset, max_bytes, isolation, min_one_message, zero_copy)
 
-    def _read(self, start_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool
-              ) -> FetchInfo:
+    def _read(self, start_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool,
+              zero_copy: bool) -> FetchInfo:
         committed = isolation is FetchIsolation.TXN_COMMITTED
         while True:
             transactions = self.transactions() if committed else None   # a first scan runs unlocked
@@ -561,9 +568,10 @@ class Log:
                 bound = segment.translate_offset(max_offset)
                 max_position = bound.position if bound is not None else max_position
             piece: SegmentSlice | None = segment.read(start_offset, max_bytes, max_position=max_position,
-                                                      min_one_message=min_one_message)
-            if piece is not None and piece.data:
-                return FetchInfo(start_offset, piece.data, hw, start, leo, piece.first_entry_incomplete, lso, aborted)
+                                                      min_one_message=min_one_message, zero_copy=zero_copy)
+            if piece is not None and (piece.data or piece.region is not None):
+                return FetchInfo(start_offset, piece.data, hw, start, leo, piece.first_entry_incomplete, lso, aborted,
+                                 piece.region)
         return empty
 
     # -- transactions: the last stable offset ------------------------------------------------

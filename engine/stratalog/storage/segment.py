@@ -16,6 +16,7 @@ from pathlib import Path
 from stratalog.common.crash_points import crash_point
 from stratalog.common.errors import CorruptRecordError, StratalogError
 from stratalog.storage.file_records import FileRecords
+from stratalog.storage.file_region import FileRegion
 from stratalog.storage.index import OffsetIndex, TimeIndex
 from stratalog.storage.leader_epoch import LeaderEpochCache
 from stratalog.common.names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
@@ -32,6 +33,7 @@ from stratalog.records import (
 from stratalog.common.limits import INT32_MAX
 
 NO_TIMESTAMP = -1
+TRANSLATE_SCAN_CHUNK = 8 * 1024   # enough for the batches between an index entry and the next, as a rule
 
 # Called by recovery for every valid batch: (batch header, batch bytes).
 BatchVisitor = Callable[[BatchInfo, bytes], None]
@@ -61,6 +63,7 @@ class SegmentSlice:
     position: int
     data: bytes
     first_entry_incomplete: bool = False
+    region: FileRegion | None = None   # a zero-copy read's bytes, left in the file (``data`` is then empty)
 
 
 class LogSegment:
@@ -214,22 +217,27 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
         """The first batch whose last offset is ≥ ``offset`` (index lookup, then a header scan)."""
         _, position = self.offset_index.lookup(offset)
-        for info, _ in self.log.batch_headers(max(position, starting_position)):   # steps over large batches
+        # The index entry is at most about index.interval.bytes before the batch sought: a short scan.
+        for info, _ in self.log.batch_headers(max(position, starting_position), chunk=TRANSLATE_SCAN_CHUNK):
             if info.last_offset >= offset:
                 return info
         return None
 
     def read(self, start_offset: int, max_size: int, *, max_position: int | None = None,
-             min_one_message: bool = False) -> SegmentSlice | None:
-        """Batch-granular read: the slice may begin with offsets below ``start_offset``."""
+             min_one_message: bool = False, zero_copy: bool = False) -> SegmentSlice | None:
+        """Batch-granular read: the slice may begin with offsets below ``start_offset``. ``zero_copy``:
+        the slice is a region of the file, for a transport to send from there."""
         start = self.translate_offset(start_offset)
         if start is None:
             return None
         limit = self.size if max_position is None else max_position
         adjusted = max(max_size, start.size) if min_one_message else max_size
         length = max(0, min(limit - start.position, adjusted))
-        return SegmentSlice(self.base_offset, start.position, self.log.read(start.position, length),
-                            first_entry_incomplete=adjusted < start.size)
+        incomplete = adjusted < start.size
+        if zero_copy:
+            return SegmentSlice(self.base_offset, start.position, b"", incomplete,
+                                self.log.region(start.position, length) if length else None)
+        return SegmentSlice(self.base_offset, start.position, self.log.read(start.position, length), incomplete)
 
     def batches(self, start_offset: int | None = None) -> Iterator[BatchInfo]:
         position = 0

@@ -30,7 +30,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
-from stratalog.broker.fetch import FetchIsolation
+from stratalog.broker.fetch import FetchIsolation, FileRegion
 from stratalog.server.access.model import ANONYMOUS, Principal
 from stratalog.common.errors import StratalogError
 
@@ -58,6 +58,10 @@ class Request:
     response_header: Any
     client_host: str = ""   # the peer's address, as DescribeGroups shows it
     principal: Principal = ANONYMOUS   # who the connection authenticated as (SASL)
+    zero_copy: bool = False   # the connection sends file regions from the file (plaintext TCP)
+
+
+Piece = bytes | memoryview | FileRegion   # of a response frame, sent in order
 
 
 def read_request(frame: bytes) -> Request:
@@ -100,10 +104,10 @@ def _payload_class(module: types.ModuleType, kind: EntityType) -> Any:
     raise MalformedFrame(f"{module.__name__} has no {kind.name} class")
 
 
-def write_response(request: Request, values: Mapping[str, Any]) -> list[bytes | memoryview]:
+def write_response(request: Request, values: Mapping[str, Any]) -> list[Piece]:
     """The response frame, size prefix included, of ``values`` in the request's version, as the
     pieces to send in order: a fetch's record batches are sent from the buffers they were read
-    into, not copied into the frame first."""
+    into, or from their files, not copied into the frame first."""
     pieces = _Pieces()
     pieces.write(b"\0\0\0\0")
     frame = typing.cast(typing.IO[bytes], pieces)   # kio's writers only call write()
@@ -113,20 +117,21 @@ def write_response(request: Request, values: Mapping[str, Any]) -> list[bytes | 
 
 
 class _Pieces:
-    """A writable for kio's writers that keeps large writes (record batches) as they are and
-    gathers the small ones (every other field) into buffers between them."""
+    """A writable for kio's writers that keeps large writes (record batches) and file regions as
+    they are and gathers the small ones (every other field) into buffers between them. kio writes
+    a records field as its length, then the value: a region passes through as it is."""
 
     LARGE = 32 * 1024
 
     def __init__(self) -> None:
-        self.pieces: list[bytes | memoryview] = []
+        self.pieces: list[Piece] = []
         self.small = io.BytesIO()
         self.size = 0
 
-    def write(self, data: bytes | memoryview) -> int:
+    def write(self, data: Piece) -> int:
         n = len(data)
         self.size += n
-        if n >= self.LARGE:
+        if n >= self.LARGE or isinstance(data, FileRegion):
             self._cut()
             self.pieces.append(data)
         else:
@@ -138,7 +143,7 @@ class _Pieces:
             self.pieces.append(self.small.getbuffer())
             self.small = io.BytesIO()
 
-    def close(self) -> list[bytes | memoryview]:
+    def close(self) -> list[Piece]:
         """The pieces, the first starting with the frame's size."""
         self._cut()
         first = self.pieces[0]

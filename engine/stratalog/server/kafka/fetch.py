@@ -1,5 +1,8 @@
 """Fetch for consumers: whole batches as the segment files hold them, up to the high watermark.
 
+Where the connection allows it (no TLS), the batches stay in the files: the answer carries file
+regions, which the listener sends with ``sendfile`` as Kafka's ``transferTo`` does.
+
 Partitions are read in the request's order within its ``max_bytes`` (the first batch always,
 as Kafka's minOneMessage), and the request waits up to ``max_wait_ms`` (bounded by the
 engine's own limit) for ``min_bytes`` (``ReplicaManager.fetch_many``). Incremental fetch
@@ -47,7 +50,8 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
         wait_ms = max(0, min(millis(body.max_wait), ctx.max_fetch_wait_ms))
         results = await ctx.broker.fetch_many(
             [(asked[i][0], asked[i][1].fetch_offset, asked[i][1].partition_max_bytes) for i in reads],
-            wait_ms, body.min_bytes, field(body, "max_bytes", 0x7FFFFFFF), isolation_of(body))
+            wait_ms, body.min_bytes, field(body, "max_bytes", 0x7FFFFFFF), isolation_of(body),
+            zero_copy=request.zero_copy)
         answers.update(zip(reads, results))
     topics: dict[str, list[dict[str, Any]]] = {}
     for i, (tp, _) in enumerate(asked):
@@ -79,4 +83,4 @@ def _partition(index: int, result: FetchedBatches | StratalogError | Diverged) -
             "log_start_offset": result.log_start_offset,
             "aborted_transactions": None if aborted is None else
             [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in aborted],
-            "preferred_read_replica": -1, "records": result.data}
+            "preferred_read_replica": -1, "records": result.region if result.region is not None else result.data}

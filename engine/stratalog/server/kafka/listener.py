@@ -35,7 +35,8 @@ from stratalog.server.kafka import (
     offsets_for_leader_epoch,
     produce,
 )
-from stratalog.server.kafka.codec import CloseConnection, MalformedFrame, Request, read_request, write_response
+from stratalog.broker.fetch import FileRegion
+from stratalog.server.kafka.codec import CloseConnection, MalformedFrame, Piece, Request, read_request, write_response
 from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.sasl import SaslSession
 from stratalog.server.kafka.sasl import authenticate as sasl_authenticate
@@ -117,6 +118,8 @@ class KafkaListener:
         self._connections[task] = writer
         peer = writer.get_extra_info("peername")
         session = SaslSession()
+        # sendfile needs the bytes to go to the socket as they are in the file: not through TLS
+        zero_copy = writer.get_extra_info("sslcontext") is None
         try:
             while not self._closing:
                 try:
@@ -135,13 +138,11 @@ class KafkaListener:
                 frame = await reader.readexactly(size)
                 self._busy.add(task)
                 try:
-                    answer = await self._answer(frame, peer, session)
+                    answer = await self._answer(frame, peer, session, zero_copy)
                     if answer is None:
                         return
                     if answer:
-                        for piece in answer:   # each sent as it is: no join of a fetch's batches
-                            writer.write(piece)
-                        await writer.drain()
+                        await _send(writer, answer)
                     if session.close_after_answer:
                         return
                 finally:
@@ -159,7 +160,8 @@ class KafkaListener:
     def _unauthenticated(self, session: SaslSession) -> bool:
         return self.ctx.access.enabled and session.principal is None
 
-    async def _answer(self, frame: bytes, peer: object, session: SaslSession) -> list[bytes | memoryview] | None:
+    async def _answer(self, frame: bytes, peer: object, session: SaslSession, zero_copy: bool
+                      ) -> list[Piece] | None:
         """The response frame's pieces; empty when none is due (acks=0); None to close the connection."""
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
         sasl = self.ctx.access.enabled
@@ -173,7 +175,7 @@ class KafkaListener:
             return None
         try:
             request = dataclasses.replace(read_request(frame), client_host=_host_of(peer),
-                                          principal=session.principal or ANONYMOUS)
+                                          principal=session.principal or ANONYMOUS, zero_copy=zero_copy)
         except MalformedFrame as error:
             self._refuse(peer, str(error))
             return None
@@ -199,12 +201,36 @@ class KafkaListener:
         logger.warning("Kafka listener: closing the connection from %s: %s", peer, why)
 
 
+async def _send(writer: asyncio.StreamWriter, pieces: list[Piece]) -> None:
+    """A response frame's pieces in order, each as it is: buffers written, file regions sent from
+    their files (``sendfile``, once what was written before has gone). The regions are closed
+    here, sent or not. A region whose file lost bytes since the read cannot complete the frame
+    its size was written into: the connection is then closed."""
+    loop = asyncio.get_running_loop()
+    try:
+        for piece in pieces:
+            if isinstance(piece, FileRegion):
+                if writer.transport.is_closing():
+                    raise ConnectionResetError("the connection closed before the records were sent")
+                sent = await loop.sendfile(writer.transport, piece.file, piece.position, piece.size)
+                if sent != piece.size:
+                    raise ConnectionAbortedError(f"{piece.source}: {sent} of {piece.size} bytes at {piece.position} "
+                                                 "could be sent, the file is shorter now")
+            else:
+                writer.write(piece)
+        await writer.drain()
+    finally:
+        for piece in pieces:
+            if isinstance(piece, FileRegion):
+                piece.close()
+
+
 def _host_of(peer: object) -> str:
     """Kafka's form of a client's address in DescribeGroups: ``/127.0.0.1``."""
     return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
 
 
-def _unsupported_api_versions(correlation_id: int, sasl: bool) -> list[bytes | memoryview]:
+def _unsupported_api_versions(correlation_id: int, sasl: bool) -> list[Piece]:
     request = Request(api_versions.API_VERSIONS, 0, correlation_id, None, ApiVersionsRequestV0(),
                       ApiVersionsResponseV0, ApiVersionsResponseV0.__header_schema__)
     return write_response(request, api_versions.api_versions_response(api_versions.UNSUPPORTED_VERSION, sasl=sasl))
