@@ -204,6 +204,35 @@ def test_fetch_is_batch_granular_in_binary_and_exact_in_json(server: Server) -> 
     assert at_end["records"] == [] and at_end["nextOffset"] == 40
 
 
+def test_binary_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor_open(server: Server) -> None:
+    from stratalog.records import iter_batch_infos
+
+    server.create_topic("sendfile")
+    for b in range(6):
+        server.produce_raw("sendfile", 0, kafka_batch([(b"k", f"{b}-{i}".encode() * 100) for i in range(4)]))
+    whole = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 0, "maxBytes": 1 << 20},
+                       headers={"Accept": RECORD_BATCH}).content
+    ends = [info.position + info.size for info in iter_batch_infos(whole)]
+    assert len(ends) == 6
+    files = open_files(server)
+    for _ in range(3):
+        # A maxBytes inside the fourth batch: three whole batches, as long as the headers say.
+        reply = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 0, "maxBytes": ends[3] - 1},
+                           headers={"Accept": RECORD_BATCH})
+        assert reply.content == whole[:ends[2]] and reply.headers["Content-Length"] == str(ends[2])
+        assert reply.headers["X-Next-Offset"] == "12"
+        # From inside the fifth batch, the rest: that batch whole, then the sixth.
+        reply = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 17, "format": "binary"})
+        assert reply.content == whole[ends[3]:]
+    assert open_files(server) == files
+
+
+def open_files(server: Server) -> list[str]:
+    """The files the server holds open, once each descriptor (sockets and pipes left out)."""
+    targets = (str(fd.readlink()) for fd in Path(f"/proc/{server.proc.pid}/fd").iterdir())
+    return sorted(t for t in targets if t.startswith("/"))
+
+
 def long_poll_endings(server: Server) -> dict[str, float]:
     samples = metric_samples(server)
     return {how: samples.get(("stratalog_fetch_long_polls_total", (("outcome", how),)), 0.0)

@@ -240,7 +240,8 @@ class ReplicaManager:
 
     # -- fetch ----------------------------------------------------------------------------------
     async def fetch(self, tp: TopicPartition, offset: int | None, max_bytes: int, max_wait_ms: int,
-                    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> FetchedBatches:
+                    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK, *,
+                    zero_copy: bool = False) -> FetchedBatches:
         """Whole batches from ``offset`` (the log start offset if None), up to the high watermark (the
         last stable offset for read_committed): ``fetch_many`` of one partition, its error raised.
 
@@ -249,7 +250,8 @@ class ReplicaManager:
         """
         self._leader_or_refuse(tp, "fetch from")
         start = self.log(tp).log_start_offset if offset is None else offset
-        [answer] = await self.fetch_many([(tp, start, max_bytes)], max_wait_ms, 1, max_bytes, isolation)
+        [answer] = await self.fetch_many([(tp, start, max_bytes)], max_wait_ms, 1, max_bytes, isolation,
+                                         zero_copy=zero_copy)
         if isinstance(answer, StratalogError):
             raise answer
         return answer

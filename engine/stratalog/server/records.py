@@ -46,6 +46,7 @@ from stratalog.records.json_form import record_from_dict, record_to_dict
 from stratalog.records.transactions import AbortedTransaction, TransactionTracker, control_type
 from stratalog.server import params
 from stratalog.server.errors import RequestError
+from stratalog.server.region_response import RegionResponse
 from stratalog.server.state import ServerState, state_of
 
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -249,11 +250,13 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_wait_ms = params.query_int(request, "maxWaitMs", 0, minimum=0, maximum=settings.max_fetch_wait_ms) or 0
     isolation = params.isolation(request)
     binary = _wants_binary(request)
-    fetched = await state.broker.fetch(tp, requested, max_bytes, max_wait_ms, isolation)
+    # Raw batches on a plaintext connection go from the segment file to the socket (sendfile).
+    zero_copy = binary and request.transport is not None and request.transport.get_extra_info("sslcontext") is None
+    fetched = await state.broker.fetch(tp, requested, max_bytes, max_wait_ms, isolation, zero_copy=zero_copy)
     if binary:
         fetched = _within_header_limit(fetched)
     state.metrics.fetch_latency.observe(fetched.read_seconds)
-    state.metrics.fetch_bytes.labels(tp.topic, str(tp.partition)).inc(len(fetched.data))
+    state.metrics.fetch_bytes.labels(tp.topic, str(tp.partition)).inc(fetched.size)
     headers = {"X-High-Watermark": str(fetched.high_watermark), "X-Log-Start-Offset": str(fetched.log_start_offset),
                "X-Log-End-Offset": str(fetched.log_end_offset), "X-Next-Offset": str(fetched.next_offset)}
     committed: dict[str, Any] = {}
@@ -264,6 +267,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
             headers["X-Aborted-Transactions"] = ",".join(f"{t.producer_id}:{t.first_offset}" for t in aborted)
         committed = {"lastStableOffset": fetched.last_stable_offset,
                      "abortedTransactions": [_aborted_to_dict(t) for t in aborted]}
+    if fetched.region is not None:
+        return RegionResponse(fetched.region, content_type=params.RECORD_BATCH, headers=headers)
     if binary:
         return web.Response(body=fetched.data, content_type=params.RECORD_BATCH, headers=headers)
     records = await state.run(_decode, fetched, fetched.info.requested_offset)
@@ -287,6 +292,8 @@ def _within_header_limit(fetched: FetchedBatches) -> FetchedBatches:
     end = kept[-1].position + kept[-1].size
     info = dataclasses.replace(fetched.info, aborted_transactions=tuple(
         t for t in aborted if t.first_offset <= kept[-1].last_offset))
+    if fetched.region is not None:
+        return dataclasses.replace(fetched, info=info, batches=kept, region=fetched.region.narrowed(end))
     return dataclasses.replace(fetched, info=info, data=fetched.data[:end], batches=kept)
 
 
