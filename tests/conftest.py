@@ -145,3 +145,23 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def started_broker(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """A ReplicaManager over a real, started engine (``settings`` its config), stopped after the test."""
+    from stratalog.broker.engine import Engine
+    from stratalog.broker.replica_manager import ReplicaManager
+
+    made: list[ReplicaManager] = []
+
+    def make(**settings: str) -> ReplicaManager:
+        engine = Engine([tmp_path / f"engine-{len(made)}"], settings, schedule=False)
+        engine.start()
+        made.append(ReplicaManager(engine))
+        return made[-1]
+
+    yield make
+    for broker in made:
+        broker.shutdown_pools()
+        broker.engine.stop()

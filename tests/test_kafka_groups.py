@@ -279,26 +279,6 @@ def test_a_join_still_waiting_at_shutdown_is_told_to_find_the_coordinator_again(
     assert asyncio.run(run()) == "NOT_COORDINATOR"
 
 
-@pytest.fixture
-def started_broker(tmp_path):
-    """A ReplicaManager over a real, started engine (``settings`` its config), stopped after the test."""
-    from stratalog.broker.engine import Engine
-    from stratalog.broker.replica_manager import ReplicaManager
-
-    made: list[ReplicaManager] = []
-
-    def make(**settings: str) -> ReplicaManager:
-        engine = Engine([tmp_path / f"engine-{len(made)}"], settings, schedule=False)
-        engine.start()
-        made.append(ReplicaManager(engine))
-        return made[-1]
-
-    yield make
-    for broker in made:
-        broker.shutdown_pools()
-        broker.engine.stop()
-
-
 def test_a_coordinator_serves_only_the_groups_of_the_offsets_partitions_it_leads_and_reloads_them_at_a_new_epoch(
         started_broker):
     """Among replicas: the leader of a group's __consumer_offsets partition coordinates it; losing the

@@ -444,3 +444,26 @@ def test_a_zero_copy_reads_batch_walk_names_the_file_position_of_a_broken_header
         assert str(log.active_segment.log.path) in str(raised.value)
     finally:
         region.close()
+
+
+def test_a_read_that_must_not_block_reads_the_active_segment_and_declines_what_might_block(make_log):
+    from stratalog.storage.isolation import FetchIsolation
+    log = make_log(segment_bytes=400)
+    while len(log.segments) < 3:
+        log.append(batch(3, value_size=40))
+    tail = log.active_segment.base_offset
+    # The active segment's batches: what ``read`` gives, without a thread.
+    assert log.try_read(tail, 1 << 20).data == log.read(tail, 1 << 20).data != b""
+    # Older segments may have left the page cache: left to a thread.
+    assert log.try_read(0, 1 << 20) is None
+    # Out of range is said at once, as ``read`` says it.
+    with pytest.raises(OffsetOutOfRangeError):
+        log.try_read(log.log_end_offset + 1, 1 << 20)
+    # An append (or anyone) holding the log's lock: declined rather than waited for.
+    with held_elsewhere(log.lock):
+        assert log.try_read(tail, 1 << 20) is None
+    # read_committed needs the transactions scanned: the first read scans on a thread, later ones need not.
+    assert log.try_read(tail, 1 << 20, isolation=FetchIsolation.TXN_COMMITTED) is None
+    assert log.read(tail, 1 << 20, isolation=FetchIsolation.TXN_COMMITTED).data
+    assert log.try_read(tail, 1 << 20, isolation=FetchIsolation.TXN_COMMITTED).data == \
+        log.read(tail, 1 << 20, isolation=FetchIsolation.TXN_COMMITTED).data

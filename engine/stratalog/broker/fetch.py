@@ -88,6 +88,19 @@ def read_whole_batches(log: Log, offset: int, max_bytes: int,
                 raise UnknownTopicOrPartitionError(f"{log.topic_partition} was deleted during the fetch") from None
             if attempt == READ_ATTEMPTS:
                 raise
+    return _whole_batches(log, info, started)
+
+
+def try_read_whole_batches(log: Log, offset: int, max_bytes: int,
+                           isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK, *,
+                           min_one_message: bool = True, zero_copy: bool = False) -> FetchedBatches | None:
+    """``read_whole_batches`` on the event loop, or None when the read might block (``Log.try_read``)."""
+    started = time.perf_counter()
+    info = log.try_read(offset, max_bytes, isolation=isolation, min_one_message=min_one_message, zero_copy=zero_copy)
+    return None if info is None else _whole_batches(log, info, started)
+
+
+def _whole_batches(log: Log, info: FetchInfo, started: float) -> FetchedBatches:
     data, region = info.data, info.region
     try:
         batches = region.batches() if region is not None else list(iter_batch_infos(data, source=str(log.dir)))

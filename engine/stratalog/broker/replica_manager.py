@@ -30,7 +30,7 @@ from typing import TypeVar
 
 from stratalog.broker.engine import Engine
 from stratalog.broker.groups.offsets_records import INTERNAL_TOPICS
-from stratalog.broker.fetch import FetchedBatches, read_whole_batches
+from stratalog.broker.fetch import FetchedBatches, read_whole_batches, try_read_whole_batches
 from stratalog.broker.partitioner import partition_for_key
 from stratalog.broker.partition import (
     UNDEFINED_EPOCH,
@@ -268,18 +268,24 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
 
-        def read_all() -> list[FetchedBatches | StratalogError]:
-            out: list[FetchedBatches | StratalogError] = []
-            budget, min_one_message = max_bytes, True
+        def read_all(out: list[FetchedBatches | StratalogError], *, blocking: bool
+                     ) -> list[FetchedBatches | StratalogError]:
+            """Reads ``reads`` from ``len(out)`` on; without ``blocking``, stops at the first that might
+            block, for a thread to finish."""
+            sizes = [r.size for r in out if isinstance(r, FetchedBatches)]
+            budget, min_one_message = max(0, max_bytes - sum(sizes)), not any(sizes)
+            read = read_whole_batches if blocking else try_read_whole_batches
             try:
-                for tp, offset, partition_max in reads:
+                for tp, offset, partition_max in reads[len(out):]:
                     try:
                         self._leader_or_refuse(tp, "fetch from")
-                        fetched = read_whole_batches(self.log(tp), offset, min(partition_max, budget), isolation,
-                                                     min_one_message=min_one_message, zero_copy=zero_copy)
+                        fetched = read(self.log(tp), offset, min(partition_max, budget), isolation,
+                                       min_one_message=min_one_message, zero_copy=zero_copy)
                     except StratalogError as error:
                         out.append(error)
                         continue
+                    if fetched is None:
+                        return out
                     if fetched.size:
                         min_one_message = False
                     budget = max(0, budget - fetched.size)
@@ -294,7 +300,11 @@ class ReplicaManager:
             # Taken before the reads, and only for partitions that exist: a request naming made-up
             # ones must not leave an event behind for each.
             events = [self.signals.event(tp) for tp in existing]
-            results = await self.run(read_all)
+            # The tail of a log is read here on the loop (Log.try_read): a hop to the io pool and
+            # back costs more than the read, and each hop waits its turn for the interpreter lock.
+            results = read_all([], blocking=False)
+            if len(results) < len(reads):
+                results = await self.run(functools.partial(read_all, results, blocking=True))
             size = sum(r.size for r in results if isinstance(r, FetchedBatches))
             failed = any(isinstance(r, StratalogError) for r in results)
             remaining = deadline - loop.time()

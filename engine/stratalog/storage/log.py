@@ -532,19 +532,42 @@ class Log:
         again on the current segments, once; a log closed meanwhile is an unknown partition.
         """
         try:
-            return self._read(start_offset, max_bytes, isolation, min_one_message, zero_copy)
+            info = self._read(start_offset, max_bytes, isolation, min_one_message, zero_copy, blocking=True)
         except (OSError, ValueError):
             if self.closed:
                 raise UnknownTopicOrPartitionError(f"{self.topic_partition}: the log was closed during the read") \
                     from None
-            return self._read(start_offset, max_bytes, isolation, min_one_message, zero_copy)
+            info = self._read(start_offset, max_bytes, isolation, min_one_message, zero_copy, blocking=True)
+        assert info is not None
+        return info
+
+    def try_read(self, start_offset: int, max_bytes: int, *,
+                 isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK, min_one_message: bool = True,
+                 zero_copy: bool = False) -> FetchInfo | None:
+        """``read`` for a caller that must not block (an event loop), or None when it might: the log's
+        lock is held, the read starts before the active segment (older data may have left the page
+        cache), or a read_committed read finds the transactions not yet scanned. The tail a consumer
+        keeps up with is in the page cache: a hop to a thread and back would cost it more than the
+        read. A segment that vanishes under the read (retention, the cleaner) is also left to
+        ``read``, which reads again."""
+        try:
+            return self._read(start_offset, max_bytes, isolation, min_one_message, zero_copy, blocking=False)
+        except (OSError, ValueError):
+            return None
 
     def _read(self, start_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool,
-              zero_copy: bool) -> FetchInfo:
+              zero_copy: bool, *, blocking: bool) -> FetchInfo | None:
         committed = isolation is FetchIsolation.TXN_COMMITTED
         while True:
-            transactions = self.transactions() if committed else None   # a first scan runs unlocked
-            with self.lock:
+            if committed:
+                transactions = self.transactions() if blocking else self._transactions   # a first scan runs unlocked
+                if transactions is None:
+                    return None
+            else:
+                transactions = None
+            if not self.lock.acquire(blocking=blocking):
+                return None
+            try:
                 self._check_open()
                 if transactions is not self._transactions and committed:
                     continue   # truncated since: scan again
@@ -555,6 +578,10 @@ class Log:
                 active = self.active_segment
                 active_size = active.size
                 break
+            finally:
+                self.lock.release()
+        if not blocking and start_offset < active.base_offset and start_offset >= start:
+            return None
         if start_offset < start or start_offset > leo:
             raise OffsetOutOfRangeError(
                 f"{self.topic_partition}: offset {start_offset} is out of range; the log holds [{start}, {leo})"

@@ -1,0 +1,50 @@
+"""A consumer's fetch across partitions on a real engine: tails read on the event loop, older data
+on a thread, one budget and one order across both, file regions or bytes alike."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import batch
+from stratalog.broker.fetch import FetchedBatches, read_whole_batches
+from stratalog.common.names import TopicPartition
+
+OLD, TAIL = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_a_fetch_reads_tails_on_the_loop_and_older_segments_on_a_thread_in_order_within_one_budget(
+        started_broker, zero_copy):
+    broker = started_broker()
+    broker.topics.create_topic("t", 2, {"segment.bytes": "1024"})
+    for tp in (OLD, TAIL):
+        for _ in range(12):
+            broker.log(tp).append(batch(3, value_size=60))
+    assert len(broker.log(OLD).segments) > 2
+    tail = broker.log(TAIL).active_segment.base_offset
+    # The first read is a tail (on the loop), the second starts in an old segment (a thread goes on
+    # from there), the third is a tail again; the budget runs out inside the second.
+    reads = [(TAIL, tail, 1 << 20), (OLD, 0, 1 << 20), (TAIL, tail, 1 << 20)]
+    first = read_whole_batches(broker.log(TAIL), tail, 1 << 20).data
+    budget = len(first) + 700
+
+    async def fetch() -> list:
+        return await broker.fetch_many(reads, 0, 1, budget, zero_copy=zero_copy)
+
+    results = asyncio.run(fetch())
+    assert all(isinstance(r, FetchedBatches) for r in results)
+    try:
+        sent = [r.region.read() if r.region is not None else r.data for r in results]
+    finally:
+        for r in results:
+            r.release()
+    # As one blocking reader would give them: each partition's whole batches within what is left.
+    expected, left = [], budget
+    for tp, offset, _ in reads:
+        data = read_whole_batches(broker.log(tp), offset, left, min_one_message=not any(expected)).data
+        expected.append(data)
+        left = max(0, left - len(data))
+    assert sent == expected
+    assert sent[0] == first and 0 < len(sent[1]) <= 700 and sent[2] == b""
