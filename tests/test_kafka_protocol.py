@@ -9,6 +9,7 @@ frames too large or broken, requests that must be refused with Kafka's error cod
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import time
@@ -610,3 +611,40 @@ def test_serve_refuses_kafka_listener_flags_it_cannot_honour(tmp_path, args, sai
 
     done = run_cli("serve", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0", *args)
     assert done.returncode != 0 and said in done.stderr, done.stderr
+
+
+def test_a_file_region_that_lost_bytes_since_the_read_closes_the_connection_rather_than_send_a_short_frame(
+        tmp_path: Path):
+    """The frame's size was written before the records: a file cut meanwhile (a truncation) cannot
+    fill it, and a client must not read the next answer's bytes as these records."""
+    from stratalog.broker.fetch import FileRegion
+    from stratalog.server.kafka.listener import _send
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"r" * 5000)
+    descriptor = os.open(path, os.O_RDONLY)
+    region = FileRegion.of(descriptor, 1000, 4000, str(path))
+    os.close(descriptor)
+    os.truncate(path, 3000)   # the region wants bytes up to 5000
+
+    async def serve_one() -> tuple[bytes, str]:
+        outcome: list[str] = []
+
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await _send(writer, [b"\0\0\x0f\xa4", region])
+            except ConnectionError as error:
+                outcome.append(str(error))
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+        received = await reader.read()   # up to the close
+        writer.close()
+        server.close()
+        return received, outcome[0]
+
+    received, why = asyncio.run(serve_one())
+    assert received == b"\0\0\x0f\xa4" + b"r" * 2000   # what the file still had, then the close
+    assert "2000 of 4000 bytes at 1000" in why
+    assert region.file.closed

@@ -11,12 +11,15 @@ a short body.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.web_request import BaseRequest
 
 from stratalog.broker.fetch import FileRegion
+
+logger = logging.getLogger(__name__)
 
 
 class RegionResponse(web.StreamResponse):
@@ -38,8 +41,10 @@ class RegionResponse(web.StreamResponse):
             sent = await asyncio.get_running_loop().sendfile(transport, region.file, region.position, region.size)
             if sent != region.size:
                 transport.close()
-                raise ConnectionResetError(f"{region.source}: {sent} of {region.size} bytes at {region.position} "
-                                           "could be sent, the file is shorter now")
+                why = (f"{region.source}: {sent} of {region.size} bytes at {region.position} could be sent, the file "
+                       "is shorter now")
+                logger.warning("closing a connection amid a fetch answer: %s", why)
+                raise ConnectionResetError(why)
             await super().write_eof()
             return writer
         finally:

@@ -214,8 +214,10 @@ async def _send(writer: asyncio.StreamWriter, pieces: list[Piece]) -> None:
                     raise ConnectionResetError("the connection closed before the records were sent")
                 sent = await loop.sendfile(writer.transport, piece.file, piece.position, piece.size)
                 if sent != piece.size:
-                    raise ConnectionAbortedError(f"{piece.source}: {sent} of {piece.size} bytes at {piece.position} "
-                                                 "could be sent, the file is shorter now")
+                    why = (f"{piece.source}: {sent} of {piece.size} bytes at {piece.position} could be sent, the "
+                           "file is shorter now")
+                    logger.warning("Kafka listener: closing a connection amid a fetch answer: %s", why)
+                    raise ConnectionAbortedError(why)
             else:
                 writer.write(piece)
         await writer.drain()
