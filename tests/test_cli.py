@@ -631,3 +631,11 @@ def test_delete_records_and_checkpoint_work_through_a_running_server(served):
                           "--before-offset", "0")
     assert unreachable.startswith("error: NETWORK_EXCEPTION: cannot reach http://127.0.0.1:9")
     assert refused("checkpoint", "--server", "http://127.0.0.1:9").startswith("error: NETWORK_EXCEPTION: ")
+
+
+@pytest.mark.parametrize("flag, value", [("--kafka-advertise", ":9092"), ("--kafka-advertise", "dir-a.ns.svc:0"),
+                                         ("--kafka-listen", "nowhere"), ("--listen", "host:http")])
+def test_an_agent_address_flag_that_is_not_host_and_port_is_refused_by_name(flag, value):
+    result = cli("agent", "--logdir", "dir-a", "--namespace", "ns", flag, value)
+    assert result.returncode == 2 and f"argument {flag}: {value!r}: expected HOST:PORT" in result.stderr, \
+        result.stderr

@@ -12,14 +12,26 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stratalog.common.addresses import split_host_port
+
 __all__ = ["register"]
 
 
 def _listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    address = split_host_port(text)
+    if address is None:
         raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT, e.g. 0.0.0.0:8080")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    host, port = address
+    return host or "0.0.0.0", port
+
+
+def _advertised(text: str) -> tuple[str, int]:
+    """An address clients are given: a host is needed, and a port that is not 0."""
+    address = split_host_port(text)
+    if address is None or not address[0] or not address[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT that clients can reach, e.g. "
+                                         "dir-a.kafka-agents.svc:9092")
+    return address
 
 
 def _missing_extra(command: str, error: ImportError) -> SystemExit:
@@ -107,7 +119,7 @@ def register(sub: Any) -> None:
                          "in a cluster, the LogDir's Service)")
     ag.add_argument("--kafka-listen", type=_listen, default=None, metavar="HOST:PORT",
                     help="also serve Kafka's wire protocol here, for Kafka clients (default: off)")
-    ag.add_argument("--kafka-advertise", type=_listen, default=None, metavar="HOST:PORT",
+    ag.add_argument("--kafka-advertise", type=_advertised, default=None, metavar="HOST:PORT",
                     help="the address Kafka clients are given for this engine (Metadata; put on the agent's Lease "
                          "so every agent lists it); default: this host's name and the bound port; in a cluster, "
                          "the LogDir's Service")

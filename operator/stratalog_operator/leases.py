@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from stratalog.common.addresses import split_host_port
+
 from .names import LABEL_COMPONENT, LABEL_LOGDIR, LABEL_MANAGED_BY
 
 __all__ = ["ADVERTISED_ANNOTATION", "KAFKA_ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "REJOINING_ANNOTATION",
@@ -153,8 +155,7 @@ def kafka_addresses(leases: Iterable[Mapping[str, Any]], now: datetime) -> dict[
 
 def parse_host_port(text: str) -> tuple[str, int] | None:
     """``host:port`` (``[v6]:port`` too) as a pair; None when it is not one."""
-    host, sep, port = text.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    address = split_host_port(text)
+    if address is None or not address[0] or not address[1]:
         return None
-    return host, int(port)
+    return address

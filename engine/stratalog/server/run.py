@@ -29,6 +29,7 @@ from ssl import SSLContext
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage
 
+from stratalog.common.addresses import split_host_port
 from stratalog.common.errors import StratalogError
 from stratalog.broker.engine import Engine
 from stratalog.broker.groups.coordinator import GroupCoordinator
@@ -79,12 +80,12 @@ def access_from(options: ServeOptions) -> AccessControl:
 
 def parse_listen(text: str, *, flag: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT`` or ``[V6]:PORT``; port 0 picks a free one (printed when listening)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    address = split_host_port(text)
+    if address is None:
         example = "127.0.0.1:9092" if flag.startswith("--kafka") else "127.0.0.1:8092"
         raise ValueError(f"{flag} {text!r}: expected HOST:PORT, e.g. {example}")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
+    host, port = address
+    return host or "0.0.0.0", port
 
 
 def parse_create_topic(text: str) -> tuple[str, int]:
