@@ -374,3 +374,35 @@ def test_committed_offsets_expire_after_the_retention_once_nobody_uses_them_and_
         await restarted.close()
 
     asyncio.run(run())
+
+
+def test_a_coordinator_that_loses_the_groups_partition_answers_its_waiting_joins_at_once(started_broker):
+    """Kafka's resignation happens at the leadership change, not at the group's next request: a join
+    waiting out the initial rebalance delay is told NOT_COORDINATOR as soon as the partition's
+    leadership news arrives (the wake-up ReplicaSet sends waiters of that partition on any change)."""
+    import asyncio
+
+    from stratalog.broker.groups.coordinator import GroupCoordinator
+    from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, partition_for
+    from stratalog.broker.groups.ownership import OffsetsPlacement
+
+    broker = started_broker(**{"group.initial.rebalance.delay.ms": "60000"})
+    broker.topics.create_topic(OFFSETS_TOPIC, 3, {"cleanup.policy": "compact"})
+    mine = partition_for("g", 3)
+    led = {mine: 4}
+    groups = GroupCoordinator(broker, placement=OffsetsPlacement(lambda: 3, led.get, create_topic=False))
+
+    async def run() -> tuple[bool, str]:
+        await groups.start()
+        try:
+            waiting = asyncio.ensure_future(groups.join("g", "", "m", "/h", 10_000, 120_000, "consumer",
+                                                        [("range", b"")], require_known_member=False))
+            await asyncio.sleep(0.2)
+            still_waiting = not waiting.done()
+            led.pop(mine)   # another engine leads the partition now
+            broker.hw_signals.notify(TopicPartition(OFFSETS_TOPIC, mine))
+            return still_waiting, (await asyncio.wait_for(waiting, 0.5)).error
+        finally:
+            await groups.close()
+
+    assert asyncio.run(run()) == (True, "NOT_COORDINATOR")

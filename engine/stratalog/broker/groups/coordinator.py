@@ -85,6 +85,7 @@ class GroupCoordinator:
         self._initial_deadline: dict[str, float] = {}   # when that wait ends at the latest (loop time)
         self._expiry: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
+        self._resignations: asyncio.Task[None] | None = None
         self._offsets_topic_made = False
         self.led = LedPartitions(broker, self.placement, self.groups.keys(), self._forget)
         self.offsets = self.led.offsets    # the committed offsets of the groups coordinated here
@@ -95,6 +96,7 @@ class GroupCoordinator:
         await self.led.load_led()
         self._expiry = asyncio.get_running_loop().create_task(self._expire_sessions())
         self._retention = asyncio.get_running_loop().create_task(self._retain_offsets())
+        self._resignations = asyncio.get_running_loop().create_task(self.led.watch_resignations())
 
     async def close(self) -> None:
         """Stop: joins and syncs still waiting are told to find the coordinator again (NOT_COORDINATOR)."""
@@ -106,7 +108,7 @@ class GroupCoordinator:
             for sync in waiting_syncs.values():
                 if not sync.done():
                     sync.set_result(SyncResult("NOT_COORDINATOR"))
-        for task in (self._expiry, self._retention):
+        for task in (self._expiry, self._retention, self._resignations):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)

@@ -4,8 +4,9 @@ A group belongs to one partition of ``__consumer_offsets`` (``partition_for``: J
 id, modulo the partition count), and the engine leading that partition is its coordinator
 (Kafka's rule). The coordinator loads a partition's committed offsets from its log at the first
 request after it became leader, at that leader epoch (Kafka's loading on election), and drops
-the partition's groups when it meets a request after losing it (Kafka's resignation); requests
-for groups of a partition it does not lead get NOT_COORDINATOR, and clients look again.
+the partition's groups as soon as the replication state says it lost it (Kafka's resignation):
+joins and syncs waiting there are answered NOT_COORDINATOR at once. Requests for groups of a
+partition it does not lead get NOT_COORDINATOR, and clients look again.
 
 Where the topic is and who leads it is the host's to say (``OffsetsPlacement``): a lone engine
 (``local_placement``) leads every partition of its own ``__consumer_offsets`` at epoch 0 and
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Offsets = dict[str, dict[TopicPartition, CommittedOffset]]   # group -> its committed offsets
+RESIGNATION_RECHECK_S = 1.0   # how soon a partition loaded since the last wake-up is watched too
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,28 @@ class LedPartitions:
                 logger.info("%s-%d: coordinating its groups at leader epoch %d (%d with committed offsets)",
                             OFFSETS_TOPIC, partition, epoch, len(offsets))
         return self.placement.leader_epoch(partition) == epoch
+
+    async def watch_resignations(self) -> None:
+        """Drop the groups of each loaded partition as soon as this engine no longer leads it at the
+        epoch it was loaded at. Woken by the partitions' leadership news (the replicas' wake-ups of
+        acks=all waiters, which a leadership change sends); runs until cancelled."""
+        signals = self.broker.hw_signals
+        while True:
+            events = [signals.event(TopicPartition(OFFSETS_TOPIC, p)) for p in self.loaded]
+            waiters = [asyncio.ensure_future(event.wait()) for event in events]
+            try:
+                if waiters:
+                    await asyncio.wait(waiters, timeout=RESIGNATION_RECHECK_S, return_when=asyncio.FIRST_COMPLETED)
+                else:
+                    await asyncio.sleep(RESIGNATION_RECHECK_S)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+            for partition, epoch in list(self.loaded.items()):
+                if self.placement.leader_epoch(partition) != epoch:
+                    logger.info("%s-%d: no longer led here at leader epoch %d: its groups are coordinated "
+                                "elsewhere now", OFFSETS_TOPIC, partition, epoch)
+                    self._unload(partition)
 
     def _unload(self, partition: int) -> None:
         """Forget the groups of a partition no longer led here at the epoch they were loaded at."""
