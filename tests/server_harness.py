@@ -70,6 +70,12 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def open_files(self) -> list[str]:
+        """The files the server holds open, once per descriptor (its sockets and pipes left out)."""
+        assert self.proc is not None
+        targets = (str(fd.readlink()) for fd in Path(f"/proc/{self.proc.pid}/fd").iterdir())
+        return sorted(t for t in targets if t.startswith("/"))
+
     def kafka_address(self) -> str:
         """HOST:PORT of the Kafka-protocol listener (started with ``--kafka-listen``), once ready."""
         found = _KAFKA_LISTENING.findall(self.log_path.read_bytes()[self._log_offset:].decode(errors="replace"))

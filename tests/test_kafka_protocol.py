@@ -341,7 +341,7 @@ def test_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor
     stored = http_batches(server, "sendfile", 0)
     ends = [b.position + b.size for b in iter_batch_infos(stored)]
     assert len(ends) == 12
-    descriptors = open_files(server)
+    descriptors = server.open_files()
     for _ in range(3):
         # Cut inside a batch: the whole batches before the cut; below one batch: that one batch whole.
         for offset, limit in ((0, 1 << 20), (0, ends[4] + 100), (0, 10), (9, ends[1] + 5)):
@@ -353,13 +353,7 @@ def test_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor
         # A long poll that waits at the log end, reading again each time, and times out empty.
         assert not fetch_at(server, 36, topic="sendfile", max_wait_ms=300, min_bytes=1).records
     # The answers' file regions were closed once sent (and those of reads not sent at once too).
-    assert open_files(server) == descriptors
-
-
-def open_files(server: Server) -> list[str]:
-    """The files the server holds open, once each descriptor (its connections' sockets left out)."""
-    targets = (str(fd.readlink()) for fd in Path(f"/proc/{server.proc.pid}/fd").iterdir())
-    return sorted(t for t in targets if t.startswith("/"))
+    assert server.open_files() == descriptors
 
 
 def end_of_epoch(server: Server, leader_epoch: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:

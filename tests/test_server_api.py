@@ -214,7 +214,7 @@ def test_binary_fetches_send_whole_batches_from_the_segment_file_and_keep_no_des
                        headers={"Accept": RECORD_BATCH}).content
     ends = [info.position + info.size for info in iter_batch_infos(whole)]
     assert len(ends) == 6
-    files = open_files(server)
+    files = server.open_files()
     for _ in range(3):
         # A maxBytes inside the fourth batch: three whole batches, as long as the headers say.
         reply = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 0, "maxBytes": ends[3] - 1},
@@ -224,13 +224,7 @@ def test_binary_fetches_send_whole_batches_from_the_segment_file_and_keep_no_des
         # From inside the fifth batch, the rest: that batch whole, then the sixth.
         reply = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 17, "format": "binary"})
         assert reply.content == whole[ends[3]:]
-    assert open_files(server) == files
-
-
-def open_files(server: Server) -> list[str]:
-    """The files the server holds open, once each descriptor (sockets and pipes left out)."""
-    targets = (str(fd.readlink()) for fd in Path(f"/proc/{server.proc.pid}/fd").iterdir())
-    return sorted(t for t in targets if t.startswith("/"))
+    assert server.open_files() == files
 
 
 def long_poll_endings(server: Server) -> dict[str, float]:
