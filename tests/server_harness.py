@@ -70,11 +70,23 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def open_files(self) -> list[str]:
-        """The files the server holds open, once per descriptor (its sockets and pipes left out)."""
+    def open_files(self, settle_to: list[str] | None = None) -> list[str]:
+        """The files the server holds open, once per descriptor (its sockets and pipes left out).
+        ``settle_to``: wait up to 5 s for them to become these (an answer's descriptor is closed
+        just after its last byte went, and the client may look in between); a leaked one stays."""
         assert self.proc is not None
-        targets = (str(fd.readlink()) for fd in Path(f"/proc/{self.proc.pid}/fd").iterdir())
-        return sorted(t for t in targets if t.startswith("/"))
+        deadline = time.monotonic() + 5
+        while True:
+            targets = []
+            for fd in Path(f"/proc/{self.proc.pid}/fd").iterdir():
+                try:
+                    targets.append(str(fd.readlink()))
+                except FileNotFoundError:
+                    continue   # closed while listed (a connection's socket, most likely)
+            files = sorted(t for t in targets if t.startswith("/"))
+            if settle_to is None or files == settle_to or time.monotonic() > deadline:
+                return files
+            time.sleep(0.05)
 
     def kafka_address(self) -> str:
         """HOST:PORT of the Kafka-protocol listener (started with ``--kafka-listen``), once ready."""

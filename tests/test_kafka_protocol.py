@@ -353,7 +353,7 @@ def test_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor
         # A long poll that waits at the log end, reading again each time, and times out empty.
         assert not fetch_at(server, 36, topic="sendfile", max_wait_ms=300, min_bytes=1).records
     # The answers' file regions were closed once sent (and those of reads not sent at once too).
-    assert server.open_files() == descriptors
+    assert server.open_files(settle_to=descriptors) == descriptors
 
 
 def end_of_epoch(server: Server, leader_epoch: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:

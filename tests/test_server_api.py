@@ -224,7 +224,7 @@ def test_binary_fetches_send_whole_batches_from_the_segment_file_and_keep_no_des
         # From inside the fifth batch, the rest: that batch whole, then the sixth.
         reply = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 17, "format": "binary"})
         assert reply.content == whole[ends[3]:]
-    assert server.open_files() == files
+    assert server.open_files(settle_to=files) == files
 
 
 def long_poll_endings(server: Server) -> dict[str, float]:
