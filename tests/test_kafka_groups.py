@@ -378,31 +378,41 @@ def test_committed_offsets_expire_after_the_retention_once_nobody_uses_them_and_
 
 def test_a_coordinator_that_loses_the_groups_partition_answers_its_waiting_joins_at_once(started_broker):
     """Kafka's resignation happens at the leadership change, not at the group's next request: a join
-    waiting out the initial rebalance delay is told NOT_COORDINATOR as soon as the partition's
-    leadership news arrives (the wake-up ReplicaSet sends waiters of that partition on any change)."""
+    waiting out the initial rebalance delay is told NOT_COORDINATOR as soon as the engine's real
+    replica set applies a state that makes another broker the leader of the group's partition, one
+    this engine came to lead after the coordinator started."""
     import asyncio
 
+    from stratalog.broker.controller import InProcessController
     from stratalog.broker.groups.coordinator import GroupCoordinator
     from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, partition_for
-    from stratalog.broker.groups.ownership import OffsetsPlacement
+    from stratalog.broker.groups.ownership import replicated_placement
+    from stratalog.broker.replication import ReplicaSet, ReplicationSettings
+    from stratalog.server.replication import LeaderSession
 
     broker = started_broker(**{"group.initial.rebalance.delay.ms": "60000"})
-    broker.topics.create_topic(OFFSETS_TOPIC, 3, {"cleanup.policy": "compact"})
-    mine = partition_for("g", 3)
-    led = {mine: 4}
-    groups = GroupCoordinator(broker, placement=OffsetsPlacement(lambda: 3, led.get, create_topic=False))
+    tp = TopicPartition(OFFSETS_TOPIC, partition_for("g", 1))
+    controller = InProcessController()
+    # Broker 1 is never started: as a follower this engine only tries to fetch from it.
+    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
+                          clock=broker.engine.clock)
+    endpoints = {0: "http://127.0.0.1:9", 1: "http://127.0.0.1:9"}
 
     async def run() -> tuple[bool, str]:
+        broker.attach_replicas(replicas, asyncio.get_running_loop())
+        groups = GroupCoordinator(broker, placement=replicated_placement(broker, lambda: 1))
         await groups.start()
         try:
+            # It comes to lead the partition after its start: the join loads the partition's groups.
+            replicas.apply_state(tp, controller.create(tp, (0, 1)), endpoints)   # broker 0, this one, leads
             waiting = asyncio.ensure_future(groups.join("g", "", "m", "/h", 10_000, 120_000, "consumer",
                                                         [("range", b"")], require_known_member=False))
             await asyncio.sleep(0.2)
             still_waiting = not waiting.done()
-            led.pop(mine)   # another engine leads the partition now
-            broker.hw_signals.notify(TopicPartition(OFFSETS_TOPIC, mine))
+            await broker.run(replicas.apply_state, tp, controller.elect(tp, 1, unclean=True), endpoints)
             return still_waiting, (await asyncio.wait_for(waiting, 0.5)).error
         finally:
             await groups.close()
+            replicas.stop()
 
     assert asyncio.run(run()) == (True, "NOT_COORDINATOR")

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Offsets = dict[str, dict[TopicPartition, CommittedOffset]]   # group -> its committed offsets
-RESIGNATION_RECHECK_S = 1.0   # how soon a partition loaded since the last wake-up is watched too
 
 
 @dataclass(frozen=True)
@@ -123,6 +122,7 @@ class LedPartitions:
         self.offsets: Offsets = {}             # committed offsets of the groups coordinated here
         self.loaded: dict[int, int] = {}       # offsets partition -> the leader epoch it was loaded at
         self._loading: dict[int, asyncio.Lock] = {}
+        self._newly_loaded = asyncio.Event()   # wakes the resignation watch to watch one more partition
 
     def partition_of(self, group_id: str) -> int | None:
         count = self.placement.partition_count()
@@ -162,6 +162,7 @@ class LedPartitions:
                 offsets = await self.broker.run(read_offsets, self.broker, partition)
                 self.offsets.update(offsets)
                 self.loaded[partition] = epoch
+                self._newly_loaded.set()
                 logger.info("%s-%d: coordinating its groups at leader epoch %d (%d with committed offsets)",
                             OFFSETS_TOPIC, partition, epoch, len(offsets))
         return self.placement.leader_epoch(partition) == epoch
@@ -169,24 +170,25 @@ class LedPartitions:
     async def watch_resignations(self) -> None:
         """Drop the groups of each loaded partition as soon as this engine no longer leads it at the
         epoch it was loaded at. Woken by the partitions' leadership news (the replicas' wake-ups of
-        acks=all waiters, which a leadership change sends); runs until cancelled."""
+        acks=all waiters, which a leadership change sends) or by a partition loaded since; runs
+        until cancelled."""
         signals = self.broker.hw_signals
         while True:
+            # The events are taken before the check, as a fetch takes them before its read: news
+            # that comes after the check wakes the wait, and none is lost in between.
+            self._newly_loaded.clear()
             events = [signals.event(TopicPartition(OFFSETS_TOPIC, p)) for p in self.loaded]
-            waiters = [asyncio.ensure_future(event.wait()) for event in events]
-            try:
-                if waiters:
-                    await asyncio.wait(waiters, timeout=RESIGNATION_RECHECK_S, return_when=asyncio.FIRST_COMPLETED)
-                else:
-                    await asyncio.sleep(RESIGNATION_RECHECK_S)
-            finally:
-                for waiter in waiters:
-                    waiter.cancel()
             for partition, epoch in list(self.loaded.items()):
                 if self.placement.leader_epoch(partition) != epoch:
                     logger.info("%s-%d: no longer led here at leader epoch %d: its groups are coordinated "
                                 "elsewhere now", OFFSETS_TOPIC, partition, epoch)
                     self._unload(partition)
+            waiters = [asyncio.ensure_future(event.wait()) for event in [*events, self._newly_loaded]]
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
 
     def _unload(self, partition: int) -> None:
         """Forget the groups of a partition no longer led here at the epoch they were loaded at."""
