@@ -165,3 +165,8 @@ def started_broker(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     for broker in made:
         broker.shutdown_pools()
         broker.engine.stop()
+
+
+def region_bytes(region: Any) -> bytes:
+    """A file region's bytes, read from its own descriptor (what sendfile would send)."""
+    return os.pread(region.file.fileno(), region.size, region.position)

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from conftest import batch
+from conftest import batch, region_bytes
 from stratalog.broker.fetch import FetchedBatches, read_whole_batches
 from stratalog.common.names import TopicPartition
 
@@ -36,7 +36,7 @@ def test_a_fetch_reads_tails_on_the_loop_and_older_segments_on_a_thread_in_order
     results = asyncio.run(fetch())
     assert all(isinstance(r, FetchedBatches) for r in results)
     try:
-        sent = [r.region.read() if r.region is not None else r.data for r in results]
+        sent = [region_bytes(r.region) if r.region is not None else r.data for r in results]
     finally:
         for r in results:
             r.release()

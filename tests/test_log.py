@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import batch, held_elsewhere
+from conftest import batch, held_elsewhere, region_bytes
 from stratalog.common.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -393,7 +393,7 @@ def test_a_header_scan_reads_legacy_messages_too(tmp_path):
 # -- zero-copy reads: regions of the segment file ----------------------------------------------------
 def test_a_zero_copy_read_is_the_region_of_the_segment_file_a_copying_read_returns(make_log):
     from stratalog.records import iter_batch_infos
-    from stratalog.storage.file_region import _HEADERS_CHUNK
+    from stratalog.storage.batch_scan import HEADER_SCAN_CHUNK as _HEADERS_CHUNK
     log = make_log()
     # Small batches several to a header read, large ones costing a header read each, mixed.
     for n, size in enumerate([10, 3 * _HEADERS_CHUNK, 100, 100, 2 * _HEADERS_CHUNK + 7, 10, 5000, 10]):
@@ -404,7 +404,7 @@ def test_a_zero_copy_read_is_the_region_of_the_segment_file_a_copying_read_retur
             zero_copy = log.read(offset, max_bytes, zero_copy=True)
             assert zero_copy.data == b"" and zero_copy.region is not None
             try:
-                assert zero_copy.region.read() == copied.data
+                assert region_bytes(zero_copy.region) == copied.data
                 assert zero_copy.size == len(copied.data)
                 # Its batches, walked by their headers, are those of the bytes: a batch cut by the end is not one.
                 assert zero_copy.region.batches() == list(iter_batch_infos(copied.data))
@@ -421,7 +421,7 @@ def test_a_zero_copy_reads_bytes_stay_readable_after_its_segment_file_is_deleted
     segment.log.path.unlink()
     log.close()
     try:
-        assert region.read() == expected
+        assert region_bytes(region) == expected
     finally:
         region.close()
     assert segment.log._fd is None

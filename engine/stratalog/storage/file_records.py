@@ -14,14 +14,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from stratalog.common.errors import CorruptRecordError
-from stratalog.records import LOG_OVERHEAD, MAGIC_OFFSET, BatchInfo, peek_batch
+from stratalog.records import BatchInfo
+from stratalog.storage.batch_scan import HEADER_READ_AHEAD, HEADER_SCAN_CHUNK, scan_batches
 from stratalog.storage.file_region import FileRegion
 
-_MIN_HEADER = MAGIC_OFFSET + 1  # offset, size, leader epoch, magic: enough to know a batch's size and format
 SCAN_CHUNK = 1 << 20
-HEADER_SCAN_CHUNK = 1 << 16   # what a header scan reads at a time: several small batches, or one large one's start
-_HEADER_READ_AHEAD = 61      # a v2 batch's header, the most of any format a header scan needs
 
 
 class FileRecords:
@@ -144,45 +141,12 @@ class FileRecords:
         batch whole when one needs it). Stops and raises as ``batches`` does. ``chunk``: how much
         to read at once while batches are small (a short scan wants less)."""
         for info, (buffer, relative) in self._scan(start, end, chunk, whole=False):
-            yield info, buffer[relative : relative + min(info.size, _HEADER_READ_AHEAD)]
+            yield info, buffer[relative : relative + min(info.size, HEADER_READ_AHEAD)]
 
     def _scan(self, start: int, end: int | None, chunk: int, *, whole: bool = True
               ) -> Iterator[tuple[BatchInfo, tuple[bytes, int]]]:
-        """Each batch and where it starts in a buffer holding it whole (``whole``) or holding at least
-        its header (a large batch is then stepped over, not read)."""
         limit = self._size if end is None else min(end, self._size)
-        position = start
-        buffer = b""
-        buffer_start = position
-        source = str(self.path)
-        ahead = _MIN_HEADER if whole else _HEADER_READ_AHEAD
-        step = chunk   # a header scan that just stepped over a large batch reads the next header alone
-        while position < limit:
-            relative = position - buffer_start
-            if len(buffer) - relative < ahead:
-                buffer = self.read(position, min(step, limit - position))
-                buffer_start, relative = position, 0
-                if len(buffer) < _MIN_HEADER:
-                    return
-            batch_size = int.from_bytes(buffer[relative + 8 : relative + 12], "big", signed=True) + LOG_OVERHEAD
-            if batch_size > LOG_OVERHEAD and position + batch_size > limit:
-                # Declared past the end: like Kafka's FileLogInputStream, the end of the batches
-                # (a torn tail); recovery truncates it because it is not valid bytes.
-                return
-            if whole and batch_size > LOG_OVERHEAD and len(buffer) - relative < batch_size:
-                buffer = self.read(position, max(chunk, batch_size))
-                buffer_start, relative = position, 0
-            try:
-                info = peek_batch(buffer, relative, source=source, at=position, header_only=not whole)
-            except CorruptRecordError as error:
-                # Re-anchor the buffer-relative position to the file.
-                raise CorruptRecordError(position + error.position - relative, error.reason, source=source) from None
-            if info is None:
-                return
-            yield info, (buffer, relative)
-            position += info.size
-            if not whole:
-                step = _HEADER_READ_AHEAD if info.size > chunk // 8 else chunk
+        return scan_batches(self.read, start, limit, chunk, whole=whole, source=str(self.path))
 
     def batch_bytes(self, info: BatchInfo) -> bytes:
         return self.read(info.position, info.size)

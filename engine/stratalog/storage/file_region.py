@@ -7,9 +7,8 @@ retention deletes the segment, the cleaner swaps it out or its descriptor closes
 response goes. ``FileRecords`` reads and writes only at explicit positions, so sharing the open
 file's offset with the duplicate changes nothing for the segment.
 
-A region knows batch boundaries only through their headers, as ``FileRecords`` does: ``batches``
-reads the headers in the range (several small batches per read, a large one costing only its
-header), never the records.
+A region knows batch boundaries only through their headers, walked as ``FileRecords`` walks
+them (``batch_scan``): the headers in the range, never the records.
 """
 
 from __future__ import annotations
@@ -17,12 +16,8 @@ from __future__ import annotations
 import io
 import os
 
-from stratalog.common.errors import CorruptRecordError
-from stratalog.records import BatchInfo, peek_batch
-
-_HEADER_READ_AHEAD = 61          # a v2 batch's header, the most of any format
-_HEADERS_CHUNK = 1 << 16         # one read for the headers of many small batches
-_SMALL_BATCH = _HEADERS_CHUNK // 8   # after a batch this small, the next ones are likely small too
+from stratalog.records import BatchInfo
+from stratalog.storage.batch_scan import HEADER_SCAN_CHUNK, scan_batches
 
 
 class FileRegion:
@@ -51,14 +46,6 @@ class FileRegion:
         """The first ``size`` bytes, on the same descriptor: this region is not to be used after."""
         return FileRegion(self.file, self.position, min(size, self.size), self.source)
 
-    def read(self) -> bytes:
-        """The bytes themselves, for a transport that cannot send from the file."""
-        data = os.pread(self.file.fileno(), self.size, self.position)
-        if len(data) != self.size:
-            raise OSError(f"{self.source}: {self.size} bytes at {self.position} were to be sent, the file "
-                          f"holds {len(data)} of them now")
-        return data
-
     def close(self) -> None:
         self.file.close()
 
@@ -66,23 +53,10 @@ class FileRegion:
         """The whole batches from the region's start, positions relative to it; a batch running
         past the region's end is not one of them. Raises ``CorruptRecordError`` (with the file
         position) for a header that cannot be a batch."""
-        fd, start, end = self.file.fileno(), self.position, self.position + self.size
-        infos: list[BatchInfo] = []
-        position, buffer, buffer_start = start, b"", start
-        while position < end:
-            relative = position - buffer_start
-            if len(buffer) - relative < _HEADER_READ_AHEAD and buffer_start + len(buffer) < end:
-                small = not infos or infos[-1].size <= _SMALL_BATCH
-                buffer = os.pread(fd, min(_HEADERS_CHUNK if small else _HEADER_READ_AHEAD, end - position),
-                                  position)
-                buffer_start, relative = position, 0
-            try:
-                info = peek_batch(buffer, relative, source=self.source, at=position - start, header_only=True)
-            except CorruptRecordError as error:
-                raise CorruptRecordError(position + error.position - relative, error.reason,
-                                         source=self.source) from None
-            if info is None or position + info.size > end:
-                break
-            infos.append(info)
-            position += info.size
+        fd = self.file.fileno()
+        infos = [info for info, _ in scan_batches(lambda position, size: os.pread(fd, size, position),
+                                                  self.position, self.position + self.size, HEADER_SCAN_CHUNK,
+                                                  whole=False, source=self.source)]
+        for info in infos:
+            info.position -= self.position
         return infos
