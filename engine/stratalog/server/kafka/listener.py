@@ -40,6 +40,7 @@ from stratalog.server.kafka.codec import CloseConnection, MalformedFrame, Piece,
 from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.sasl import SaslSession
 from stratalog.server.kafka.sasl import authenticate as sasl_authenticate
+from stratalog.server.sendfile import send_region
 from stratalog.server.kafka.sasl import handshake as sasl_handshake
 
 logger = logging.getLogger(__name__)
@@ -203,21 +204,11 @@ class KafkaListener:
 
 async def _send(writer: asyncio.StreamWriter, pieces: list[Piece]) -> None:
     """A response frame's pieces in order, each as it is: buffers written, file regions sent from
-    their files (``sendfile``, once what was written before has gone). The regions are closed
-    here, sent or not. A region whose file lost bytes since the read cannot complete the frame
-    its size was written into: the connection is then closed."""
-    loop = asyncio.get_running_loop()
+    their files (``send_region``). The regions are closed here, sent or not."""
     try:
         for piece in pieces:
             if isinstance(piece, FileRegion):
-                if writer.transport.is_closing():
-                    raise ConnectionResetError("the connection closed before the records were sent")
-                sent = await loop.sendfile(writer.transport, piece.file, piece.position, piece.size)
-                if sent != piece.size:
-                    why = (f"{piece.source}: {sent} of {piece.size} bytes at {piece.position} could be sent, the "
-                           "file is shorter now")
-                    logger.warning("Kafka listener: closing a connection amid a fetch answer: %s", why)
-                    raise ConnectionAbortedError(why)
+                await send_region(writer.transport, piece)
             else:
                 writer.write(piece)
         await writer.drain()
