@@ -231,3 +231,16 @@ class ClusterAuthorizationFailedError(TopicAuthorizationFailedError):
     """The same, for a request that concerns every topic (maintenance, creating topics)."""
 
     code = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+def error_for_code(code: str) -> type[StratalogError]:
+    """The engine's error class for a Kafka error name a peer answered with (the last defined where
+    several share a name; StratalogError for a name the engine has no class of), so that a
+    follower or a client acts on a remote error as on a local one."""
+    return _BY_CODE.get(code, StratalogError)
+
+
+_BY_CODE: dict[str, type[StratalogError]] = {
+    cls.code: cls for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, StratalogError) and cls is not StratalogError
+}

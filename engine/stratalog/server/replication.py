@@ -18,26 +18,21 @@ from __future__ import annotations
 
 import http.client
 import json
-import ssl
 import struct
 import threading
-import time
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
 from stratalog.broker.replica_state import PartitionState
-from stratalog.common import errors
-from stratalog.common.bearer import read_token_file
-from stratalog.common.errors import StratalogError
+from stratalog.common.errors import StratalogError, error_for_code
 from stratalog.common.limits import INT32_MAX, INT64_MAX
 from stratalog.common.names import TopicPartition, validate_topic_name
 from stratalog.server import params
+from stratalog.server.credentials import NO_CREDENTIALS, Credentials, TokenCache
 from stratalog.server.errors import RequestError
 from stratalog.server.state import state_of
 
@@ -165,39 +160,13 @@ async def replica_fetch_many(request: web.Request) -> web.Response:
 
 
 # -- clients (on fetcher threads) ----------------------------------------------------------------
-_ERRORS: dict[str, type[StratalogError]] = {
-    cls.code: cls for cls in vars(errors).values()
-    if isinstance(cls, type) and issubclass(cls, StratalogError) and cls is not StratalogError
-}
-
-
 def _raise_for(status: int, body: bytes, what: str) -> None:
     try:
         payload = json.loads(body)
         code, message = payload["error_code"], payload["message"]
     except (ValueError, KeyError, TypeError):
         raise OSError(f"{what}: HTTP {status}: {body[:200]!r}") from None
-    raise _ERRORS.get(code, StratalogError)(f"{what}: {message}")
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """What an engine presents to another: a bearer token read from a file (read again every
-    ``TOKEN_REREAD_S``: the kubelet renews a projected ServiceAccount token in place, at 80% of its
-    lifetime) and the CA its https peers' certificates must chain to."""
-
-    token_file: Path | None = None
-    ca_file: Path | None = None
-
-    def ssl_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
-
-    def authorization(self) -> dict[str, str]:
-        return {} if self.token_file is None else {"Authorization": f"Bearer {read_token_file(self.token_file)}"}
-
-
-NO_CREDENTIALS = Credentials()
-TOKEN_REREAD_S = 30.0   # far under a projected token's renewal margin (12 min of an hour)
+    raise error_for_code(code)(f"{what}: {message}")
 
 
 class _Http:
@@ -212,16 +181,12 @@ class _Http:
         self._context = credentials.ssl_context() if self.tls else None
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
-        self._token: tuple[float, dict[str, str]] | None = None   # (read at, header): not a file read per round
+        self._token = TokenCache(credentials)
 
     def _authorization(self) -> dict[str, str]:
-        if not self.tls and self.credentials.ca_file is not None and self.credentials.token_file is not None:
-            # TLS is in use here: a peer advertised over plain http does not get the token in clear.
-            raise OSError(f"{self.host}:{self.port} is not https: the replication token is sent over TLS only")
-        now = time.monotonic()
-        if self._token is None or now - self._token[0] >= TOKEN_REREAD_S:
-            self._token = (now, self.credentials.authorization())
-        return self._token[1]
+        self.credentials.require_tls_for_token(self.tls, f"{self.host}:{self.port} (http)")
+        token = self._token.token()
+        return {} if token is None else {"Authorization": f"Bearer {token}"}
 
     def _connect(self) -> http.client.HTTPConnection:
         if self._context is not None:
@@ -292,7 +257,7 @@ def _parse_fetch_answer(data: bytes, expected: int) -> list[ReplicaFetchResult |
     out: list[ReplicaFetchResult | StratalogError] = []
     for entry in header:
         if "error_code" in entry:
-            out.append(_ERRORS.get(entry["error_code"], StratalogError)(entry["message"]))
+            out.append(error_for_code(entry["error_code"])(entry["message"]))
             continue
         size = int(entry["size"])
         if position + size > len(data):
