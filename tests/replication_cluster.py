@@ -33,7 +33,8 @@ class ClusterController:
     def __init__(self, *, ca: Path | None = None, token: str | None = None) -> None:
         """``ca`` and ``token``: engines with TLS and access control (the token needs ``replicate``)."""
         self.controller = InProcessController()
-        self.endpoints: dict[int, str] = {}
+        self.endpoints: dict[int, str] = {}               # each engine's HTTP API: where states are pushed
+        self.replication_endpoints: dict[int, str] = {}   # where followers fetch, if not there (kafka://)
         self._pushes: queue.Queue[tuple[TopicPartition, PartitionState] | None] = queue.Queue()
         self.controller.subscribe(lambda tp, state: self._pushes.put((tp, state)))
         self.session = requests.Session()
@@ -85,7 +86,8 @@ class ClusterController:
         if url is None:
             return False
         state = state or self.controller.state(tp)
-        body = {**_state_json(state), "endpoints": {str(b): u for b, u in self.endpoints.items()}}
+        fetch_from = {**self.endpoints, **self.replication_endpoints}
+        body = {**_state_json(state), "endpoints": {str(b): u for b, u in fetch_from.items()}}
         try:
             reply = self.session.put(f"{url}/v1/replication/partitions/{tp.topic}/{tp.partition}", json=body,
                                      timeout=30)
@@ -111,9 +113,13 @@ class Engines:
     """Brokers 0..n-1, each a ``stratalog serve --broker-id i`` on its own data directory."""
 
     def __init__(self, root: Path, controller: ClusterController, count: int, *config: str,
-                 server_args: Sequence[str] = (), ca: Path | None = None, token: str | None = None) -> None:
+                 server_args: Sequence[str] = (), ca: Path | None = None, token: str | None = None,
+                 transport: str = "http") -> None:
         """``server_args``: more ``stratalog serve`` arguments for every engine (TLS, tokens); ``ca`` and
-        ``token``: what the tests' own requests to the engines trust and present."""
+        ``token``: what the tests' own requests to the engines trust and present; ``transport``: how
+        followers fetch, ``http`` (the replication API) or ``kafka`` (each engine's Kafka listener)."""
+        assert transport in ("http", "kafka"), transport
+        self.transport = transport
         self.root = root
         self.controller = controller
         self.config = config
@@ -126,10 +132,15 @@ class Engines:
         args = ["--broker-id", str(broker), "--controller", self.controller.url]
         for setting in self.config:
             args += ["--config", setting]
+        if self.transport == "kafka":
+            args += ["--kafka-listen", "127.0.0.1:0"]
         server = Server([self.root / f"broker-{broker}"], *args, *self.server_args,
                         log_path=self.root / f"broker-{broker}.log", ca=self.ca, token=self.token).start()
         self.servers[broker] = server
         self.controller.endpoints[broker] = server.base
+        if self.transport == "kafka":
+            scheme = "kafka+ssl" if server.base.startswith("https:") else "kafka"
+            self.controller.replication_endpoints[broker] = f"{scheme}://{server.kafka_address()}"
         return server
 
     def url(self, broker: int) -> str:

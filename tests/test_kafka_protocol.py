@@ -595,8 +595,6 @@ def test_the_admin_client_alters_topic_configs_and_is_refused_what_one_engine_ca
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--kafka-listen", "127.0.0.1:0", "--broker-id", "1", "--controller", "http://127.0.0.1:1"],
-     "--kafka-listen does not work with --broker-id yet"),
     (["--kafka-advertise", "h:9092"], "--kafka-advertise needs --kafka-listen"),
     (["--kafka-listen", "nowhere"], "--kafka-listen 'nowhere': expected HOST:PORT, e.g. 127.0.0.1:9092"),
 ])

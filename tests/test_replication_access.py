@@ -1,7 +1,8 @@
 """Replication with access control on: three ``stratalog serve --broker-id`` engines over TLS with a
 token file. Followers present a token holding ``replicate`` and trust the leaders' CA; acks=all
 then succeeds only because they fetched through the access control. A follower whose token lacks
-``replicate`` is refused, and it stays behind."""
+``replicate`` is refused, and it stays behind. Both transports: the HTTP replication API (bearer
+token) and the Kafka listener (SASL OAUTHBEARER over TLS, ``kafka+ssl://``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ TOKENS = {"replicator": secrets.token_urlsafe(24), "producer": secrets.token_url
 GRANTS = {"replicator": "stratalog:replicate", "producer": "stratalog:produce"}
 
 
-def cluster(root: Path, follower_token: str) -> tuple[ClusterController, Engines]:
+def cluster(root: Path, follower_token: str, transport: str) -> tuple[ClusterController, Engines]:
     authority = Authority.create(root / "ca")
     cert, key = authority.issue(root / "tls", "engines", serial=1)
     (root / "tokens.csv").write_text("".join(f'{TOKENS[n]},{n},{n},"{GRANTS[n]}"\n' for n in TOKENS))
@@ -36,15 +37,20 @@ def cluster(root: Path, follower_token: str) -> tuple[ClusterController, Engines
                                    "--token-file", str(root / "tokens.csv"),
                                    "--replication-token-file", str(root / "follower-token"),
                                    "--replication-ca-file", str(authority.cert)],
-                      ca=authority.cert, token=TOKENS["producer"])
+                      ca=authority.cert, token=TOKENS["producer"], transport=transport)
     controller.controller.create(TP, (0, 1, 2))
     controller.settle()
     return controller, engines
 
 
+@pytest.fixture(params=["http", "kafka"])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def engines(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Engines]:
-    controller, running = cluster(tmp_path, TOKENS[request.param])
+def engines(tmp_path: Path, request: pytest.FixtureRequest, transport: str) -> Iterator[Engines]:
+    controller, running = cluster(tmp_path, TOKENS[request.param], transport)
     try:
         yield running
     finally:
@@ -60,6 +66,8 @@ def produce(engines: Engines, leader: int) -> requests.Response:
 
 @pytest.mark.parametrize("engines", ["replicator"], indirect=True)
 def test_followers_with_the_replicate_verb_fetch_over_tls_and_acks_all_succeeds(engines: Engines):
+    if engines.transport == "kafka":
+        assert all(e.startswith("kafka+ssl://") for e in engines.controller.replication_endpoints.values())
     answer = produce(engines, 0)
     assert answer.status_code == 200, answer.text
     deadline = time.monotonic() + 30
@@ -73,10 +81,13 @@ def test_followers_with_the_replicate_verb_fetch_over_tls_and_acks_all_succeeds(
 
 @pytest.mark.parametrize("engines", ["producer"], indirect=True)
 def test_a_follower_whose_token_lacks_replicate_is_refused_and_stays_behind(engines: Engines):
+    # The HTTP API refuses the whole fetch; the Kafka listener each topic in its own answer.
+    refusal = {"http": "denied replicate every topic to producer",
+               "kafka": "denied replicate topic t to producer (Kafka API 1)"}[engines.transport]
     answer = produce(engines, 0)
     assert answer.status_code != 200, answer.text
     deadline = time.monotonic() + 20
-    while "denied replicate every topic to producer" not in engines.servers[0].log() and time.monotonic() < deadline:
+    while refusal not in engines.servers[0].log() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert "denied replicate every topic to producer" in engines.servers[0].log()
+    assert refusal in engines.servers[0].log()
     assert [engines.servers[b].get("/v1/topics/t/partitions/0").json()["logEndOffset"] for b in (1, 2)] == [0, 0]

@@ -7,6 +7,9 @@ would in part 2); the killed engine restarts and catches up. After every trial, 
 are back in the ISR: every acknowledged record is on every replica at its offset and the three
 logs are byte-identical; at the end, no consumer read a record that is not in the final log.
 
+Followers fetch over their leaders' Kafka listeners (``kafka://``), the transport agents use
+when their peers run one; the other tests here drive the HTTP replication API.
+
 ``STRATALOG_REPLICATION_TRIALS`` sets the number of trials (30 in CI).
 """
 
@@ -161,7 +164,7 @@ def settled(controller: ClusterController, engines: Engines) -> dict[int, dict]:
 def cluster(tmp_path: Path) -> Iterator[tuple[ClusterController, Engines]]:
     controller = ClusterController()
     engines = Engines(tmp_path, controller, 3, "min.insync.replicas=2", "replica.lag.time.max.ms=2000",
-                      "replica.fetch.wait.max.ms=200", "request.timeout.ms=10000")
+                      "replica.fetch.wait.max.ms=200", "request.timeout.ms=10000", transport="kafka")
     try:
         yield controller, engines
     finally:

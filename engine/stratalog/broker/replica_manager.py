@@ -378,10 +378,13 @@ class ReplicaManager:
 
         Nothing at or past the high watermark is committed, so none of it is listed; for read_committed
         nothing at or past the last stable offset either (latest is the LSO), as Kafka's isolation level.
+        ``LOG_END`` (a follower's question) lists from the whole log: latest is the log end offset.
         """
         partition = self._leader_or_refuse(tp, "list offsets of")
         log = self.log(tp)
         found = await self.run(log.offset_for_timestamp, timestamp)
+        if isolation is FetchIsolation.LOG_END:
+            return found
         if isolation is FetchIsolation.TXN_COMMITTED:
             bound = await self.run(log.last_stable_offset)
         elif partition is not None:

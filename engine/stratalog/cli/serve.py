@@ -55,7 +55,9 @@ def register(sub: Any) -> None:
                         help="where a leader proposes ISR changes (POST URL/alter-partition); needs --broker-id")
     parser.add_argument("--kafka-listen", default=None, metavar="HOST:PORT",
                         help="also serve Kafka's wire protocol here, for Kafka clients (e.g. 127.0.0.1:9092; "
-                             "port 0 picks a free port, printed on startup); off unless given")
+                             "port 0 picks a free port, printed on startup); off unless given. With --broker-id "
+                             "it serves followers only: a leader's endpoint kafka://HOST:PORT (kafka+ssl:// with "
+                             "TLS) has its followers fetch here rather than over HTTP")
     parser.add_argument("--kafka-advertise", default=None, metavar="HOST:PORT",
                         help="the address Metadata gives Kafka clients (default: the --kafka-listen address)")
     parser.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
@@ -72,7 +74,7 @@ def register(sub: Any) -> None:
                         help="with --broker-id: the token this engine presents to its leaders (it needs the "
                              "replicate verb there); read again for every fetch round")
     parser.add_argument("--replication-ca-file", type=Path, default=None, metavar="FILE",
-                        help="with --broker-id: the CA of https leaders' certificates")
+                        help="with --broker-id: the CA of TLS leaders' certificates (https:// or kafka+ssl://)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--access-log", action="store_true", help="log every request")
     parser.set_defaults(run=run)
@@ -80,7 +82,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from stratalog.server.replication import Credentials
+        from stratalog.server.credentials import Credentials
         from stratalog.server.run import ServeOptions, main, parse_create_topic, parse_listen
         from stratalog.server.state import Settings
     except ImportError as error:  # the server extra is not installed
@@ -107,11 +109,6 @@ def run(args: argparse.Namespace) -> int:
                         max_partitions_per_topic=args.max_partitions_per_topic)
     if kafka_advertise is not None and kafka_listen is None:
         raise SystemExit("stratalog serve: --kafka-advertise needs --kafka-listen")
-    if kafka_listen is not None and args.broker_id is not None:
-        # Each engine would coordinate every group, and Metadata would name only itself.
-        raise SystemExit("stratalog serve: --kafka-listen does not work with --broker-id yet: Kafka clients need "
-                         "every engine's address and one coordinator per group, which replicated engines do not "
-                         "share yet")
     if (args.broker_id is None) != (args.controller is None):
         raise SystemExit("stratalog serve: --broker-id and --controller go together")
     if args.broker_id is not None and args.broker_id < 0:

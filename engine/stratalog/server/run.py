@@ -41,7 +41,9 @@ from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import create_app
 from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.listener import KafkaListener
-from stratalog.server.replication import NO_CREDENTIALS, ControllerClient, Credentials, LeaderSession
+from stratalog.server.credentials import NO_CREDENTIALS, Credentials
+from stratalog.server.replica_clients import leader_session
+from stratalog.server.replication import ControllerClient
 from stratalog.server.state import ServerState, Settings
 from stratalog.broker.topics import TopicAdmin
 
@@ -111,7 +113,7 @@ def _start_engine(engine: Engine, create_topics: Sequence[tuple[str, int]]) -> N
 
 def _replica_set(engine: Engine, broker_id: int, controller_url: str, credentials: Credentials) -> ReplicaSet:
     return ReplicaSet(engine.manager, ReplicationSettings.from_config(broker_id, engine.config),
-                      ControllerClient(controller_url), functools.partial(LeaderSession, credentials=credentials),
+                      ControllerClient(controller_url), functools.partial(leader_session, credentials=credentials),
                       clock=engine.clock)
 
 
@@ -234,11 +236,15 @@ async def _listen_kafka(state: ServerState, options: ServeOptions, ssl_context: 
     assert options.kafka_listen is not None
     host, port = options.kafka_listen
     node_id = options.broker_id or 0
+    # Replicated engines share no cluster view yet: their listener is for followers only, and
+    # coordinates no groups (it would load, or create, a __consumer_offsets of its own).
+    replication_only = options.broker_id is not None
     groups = GroupCoordinator(state.broker)
-    await groups.start()
+    if not replication_only:
+        await groups.start()
     ctx = KafkaContext(state.broker, state.engine, node_id, host, port, state.settings.max_fetch_wait_ms,
                        ProducerIdAllocator(state.engine.manager.data_dirs[0], node_id), groups, state.access)
-    listener = KafkaListener(ctx)
+    listener = KafkaListener(ctx, replication_only=replication_only)
     try:
         addresses = await listener.start(host, port, ssl=ssl_context)
     except OSError as error:
@@ -246,7 +252,8 @@ async def _listen_kafka(state: ServerState, options: ServeOptions, ssl_context: 
     bound_host, bound_port = addresses[0]
     ctx.advertised_host, ctx.advertised_port = options.kafka_advertise or (
         host if host not in ("0.0.0.0", "::") else "127.0.0.1", bound_port)
-    logger.info("listening for Kafka clients on %s:%d (advertised as %s:%d; %s)", bound_host, bound_port,
+    logger.info("listening for %s on %s:%d (advertised as %s:%d; %s)",
+                "followers (replication only)" if replication_only else "Kafka clients", bound_host, bound_port,
                 ctx.advertised_host, ctx.advertised_port,
                 {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
                  (True, True): "SASL_SSL"}[(ssl_context is not None, state.access.enabled)])

@@ -38,7 +38,8 @@ from stratalog.server.run import listen
 from stratalog.server.state import ServerState, Settings
 from stratalog.broker.engine import Engine
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
-from stratalog.server.replication import NO_CREDENTIALS, Credentials, LeaderSession
+from stratalog.server.credentials import NO_CREDENTIALS, Credentials
+from stratalog.server.replica_clients import leader_session
 
 from ..kube import Kube
 from ..metrics import OperatorMetrics
@@ -316,7 +317,7 @@ def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Ag
 
     controller = KubeAlterPartition(kube, options.namespace, agent.owner_of, alive)
     replicas = ReplicaSet(engine.manager, settings, controller,
-                          functools.partial(LeaderSession, credentials=options.replication), clock=engine.clock,
+                          functools.partial(leader_session, credentials=options.replication), clock=engine.clock,
                           may_lead=lease.may_lead)
     agent.replicas = replicas
     driver = ReplicaDriver(kube, options.namespace, options.logdir, replicas, agent.topics, agent.partitions_lock,

@@ -64,8 +64,10 @@ class Request:
 Piece = bytes | memoryview | FileRegion   # of a response frame, sent in order
 
 
-def read_request(frame: bytes) -> Request:
-    """One request (the frame without its size prefix): header, then the body of its version."""
+def read_request(frame: bytes, *, client_host: str = "", principal: Principal = ANONYMOUS,
+                 zero_copy: bool = False) -> Request:
+    """One request (the frame without its size prefix): header, then the body of its version; the
+    connection's facts are given here rather than replaced after (a copy per request)."""
     if len(frame) < 8:
         raise MalformedFrame(f"a request frame of {len(frame)} bytes is shorter than a request header (8 bytes)")
     api_key = int.from_bytes(frame[0:2], "big", signed=True)
@@ -81,7 +83,7 @@ def read_request(frame: bytes) -> Request:
         raise MalformedFrame(f"API key {api_key} version {api_version}: {len(frame) - used - body_size} bytes "
                              "follow the request")
     return Request(api_key, api_version, header.correlation_id, header.client_id, body, response_class,
-                   response_class.__header_schema__)
+                   response_class.__header_schema__, client_host, principal, zero_copy)
 
 
 @functools.lru_cache(maxsize=None)

@@ -9,7 +9,7 @@ engine's own limit) for ``min_bytes`` (``ReplicaManager.fetch_many``). Increment
 sessions (KIP-227) are not kept: every answer says session 0, so clients send full requests.
 Before any read, each partition's current leader epoch is checked and, from v12, its last
 fetched epoch: a diverged consumer gets the epoch and end offset to truncate to (KIP-320).
-A follower's fetch (replica id >= 0) is not served here: engines replicate over HTTP.
+A follower's fetch (replica id >= 0) is replication: ``replica_fetch`` answers it.
 """
 
 from __future__ import annotations
@@ -18,41 +18,40 @@ from dataclasses import dataclass
 from typing import Any
 
 from stratalog.broker.fetch import FetchedBatches
-from stratalog.common.errors import NotLeaderOrFollowerError, StratalogError
+from stratalog.common.errors import StratalogError
 from stratalog.common.names import TopicPartition
 from stratalog.server.kafka.codec import Request, error_code, field, isolation_of, millis
 from stratalog.server.kafka.authorization import Verb, refused_topics
+from stratalog.server.kafka import replica_fetch
 from stratalog.server.kafka.context import KafkaContext
 
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
+    if field(body, "replica_id", -1) >= 0:
+        return await replica_fetch.handle(ctx, request)
     asked = [(TopicPartition(topic.topic, p.partition), p) for topic in body.topics for p in topic.partitions]
     answers: dict[int, FetchedBatches | StratalogError | Diverged] = {}
-    if field(body, "replica_id", -1) >= 0:
-        refusal = NotLeaderOrFollowerError("replica fetches come over the engines' HTTP replication API")
-        answers = {i: refusal for i in range(len(asked))}
-    else:
-        denied = await refused_topics(ctx, request, Verb.CONSUME, [tp.topic for tp, _ in asked])
-        for i, (tp, p) in enumerate(asked):   # epochs first, as Kafka's fetchRecords: no read for these
-            if tp.topic in denied:
-                answers[i] = denied[tp.topic]
-                continue
-            try:
-                diverged = ctx.broker.check_consumer_position(tp, p.fetch_offset, field(p, "current_leader_epoch", -1),
-                                                              field(p, "last_fetched_epoch", -1))
-            except StratalogError as error:
-                answers[i] = error
-                continue
-            if diverged is not None:
-                answers[i] = Diverged(*diverged)
-        reads = [i for i in range(len(asked)) if i not in answers]
-        wait_ms = max(0, min(millis(body.max_wait), ctx.max_fetch_wait_ms))
-        results = await ctx.broker.fetch_many(
-            [(asked[i][0], asked[i][1].fetch_offset, asked[i][1].partition_max_bytes) for i in reads],
-            wait_ms, body.min_bytes, field(body, "max_bytes", 0x7FFFFFFF), isolation_of(body),
-            zero_copy=request.zero_copy)
-        answers.update(zip(reads, results))
+    denied = await refused_topics(ctx, request, Verb.CONSUME, [tp.topic for tp, _ in asked])
+    for i, (tp, p) in enumerate(asked):   # epochs first, as Kafka's fetchRecords: no read for these
+        if tp.topic in denied:
+            answers[i] = denied[tp.topic]
+            continue
+        try:
+            diverged = ctx.broker.check_consumer_position(tp, p.fetch_offset, field(p, "current_leader_epoch", -1),
+                                                          field(p, "last_fetched_epoch", -1))
+        except StratalogError as error:
+            answers[i] = error
+            continue
+        if diverged is not None:
+            answers[i] = Diverged(*diverged)
+    reads = [i for i in range(len(asked)) if i not in answers]
+    wait_ms = max(0, min(millis(body.max_wait), ctx.max_fetch_wait_ms))
+    results = await ctx.broker.fetch_many(
+        [(asked[i][0], asked[i][1].fetch_offset, asked[i][1].partition_max_bytes) for i in reads],
+        wait_ms, body.min_bytes, field(body, "max_bytes", 0x7FFFFFFF), isolation_of(body),
+        zero_copy=request.zero_copy)
+    answers.update(zip(reads, results))
     topics: dict[str, list[dict[str, Any]]] = {}
     for i, (tp, _) in enumerate(asked):
         topics.setdefault(tp.topic, []).append(_partition(tp.partition, answers[i]))

@@ -1,6 +1,10 @@
 """ListOffsets: the earliest (-2) or latest (-1) offset, the record of the largest timestamp (-3),
 or the first offset whose timestamp is at or after a time, bounded by the high watermark (or
-the last stable offset for read_committed), as ``ReplicaManager.list_offsets`` defines them."""
+the last stable offset for read_committed), as ``ReplicaManager.list_offsets`` defines them.
+
+A follower (replica id >= 0, with the ``replicate`` verb) is answered from the whole log: latest
+is the log end offset. It asks after an OFFSET_OUT_OF_RANGE fetch, to truncate to the leader's
+log end or start again from its log start (Kafka's ``fetchLatestOffsetFromLeader``)."""
 
 from __future__ import annotations
 
@@ -17,9 +21,11 @@ from stratalog.server.kafka.context import KafkaContext
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     body = request.body
-    isolation = isolation_of(body)
+    follower = body.replica_id >= 0
+    isolation = FetchIsolation.LOG_END if follower else isolation_of(body)
     asked = [(topic.name, p.partition_index, millis(p.timestamp)) for topic in body.topics for p in topic.partitions]
-    denied = await refused_topics(ctx, request, Verb.CONSUME, [name for name, _, _ in asked])
+    denied = await refused_topics(ctx, request, Verb.REPLICATE if follower else Verb.CONSUME,
+                                  [name for name, _, _ in asked])
     found = await asyncio.gather(*(_one(ctx, TopicPartition(name, index), timestamp, isolation, denied.get(name))
                                    for name, index, timestamp in asked))
     topics: dict[str, list[dict[str, Any]]] = {}

@@ -7,12 +7,16 @@ does not parse, or a request for an API or version not offered in ApiVersions cl
 connection, as Kafka does; nothing of such a request is written. ApiVersions of a version
 this listener does not know is answered in version 0 with UNSUPPORTED_VERSION and the
 versions it does know, so that the client can retry with one of them (KIP-511).
+
+A listener may serve replication only (``replication_only``, Kafka's inter-broker listener): a
+follower's Fetch and ListOffsets (replica id >= 0), ApiVersions and SASL; anything else closes
+the connection. ``stratalog serve --broker-id`` runs it so, since a Kafka client there would be
+told of this engine alone, not of the cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -82,8 +86,10 @@ HANDLERS: dict[int, Handler] = {
 
 
 class KafkaListener:
-    def __init__(self, ctx: KafkaContext, *, max_request_bytes: int = SOCKET_REQUEST_MAX_BYTES) -> None:
+    def __init__(self, ctx: KafkaContext, *, max_request_bytes: int = SOCKET_REQUEST_MAX_BYTES,
+                 replication_only: bool = False) -> None:
         self.ctx = ctx
+        self.replication_only = replication_only
         self.max_request_bytes = max_request_bytes
         self.server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
@@ -175,10 +181,14 @@ class KafkaListener:
             self._refuse(peer, f"API key {api_key} before SASL authentication")
             return None
         try:
-            request = dataclasses.replace(read_request(frame), client_host=_host_of(peer),
-                                          principal=session.principal or ANONYMOUS, zero_copy=zero_copy)
+            request = read_request(frame, client_host=_host_of(peer), principal=session.principal or ANONYMOUS,
+                                   zero_copy=zero_copy)
         except MalformedFrame as error:
             self._refuse(peer, str(error))
+            return None
+        if self.replication_only and not _is_replication(request):
+            self._refuse(peer, f"API key {api_key}: this listener serves followers' replication only "
+                               "(Fetch and ListOffsets with a replica id)")
             return None
         try:
             if api_key == api_versions.SASL_HANDSHAKE:
@@ -216,6 +226,13 @@ async def _send(writer: asyncio.StreamWriter, pieces: list[Piece]) -> None:
         for piece in pieces:
             if isinstance(piece, FileRegion):
                 piece.close()
+
+
+def _is_replication(request: Request) -> bool:
+    if request.api_key in api_versions.BEFORE_AUTHENTICATION:
+        return True
+    return (request.api_key in (api_versions.FETCH, api_versions.LIST_OFFSETS)
+            and getattr(request.body, "replica_id", -1) >= 0)
 
 
 def _host_of(peer: object) -> str:

@@ -1,0 +1,203 @@
+"""A follower's end of replication over the Kafka listener (Kafka's ``RemoteLeaderEndPoint``).
+
+The follower's fetcher thread asks its leader, in one Fetch (v12, KIP-320's last fetched epoch)
+with its broker id as replica id, for every partition it follows there, on one connection kept
+open between rounds. Before the first request of a connection it authenticates with SASL
+OAUTHBEARER when it has a token, as a Kafka client of a SASL listener does; over TLS when the
+endpoint says so (``kafka+ssl://``). A partition answered OFFSET_OUT_OF_RANGE is followed by
+ListOffsets (earliest and latest, as a replica: the leader's log start and end) so that the
+follower can truncate to the leader's end or start again at its start.
+
+This is a client on a plain blocking socket: it runs on the fetcher's thread, not on the
+engine's event loop. Any failure (refused, closed, garbled, timed out) closes the connection and
+is raised as ``OSError``: the fetcher backs off and asks again on a new one.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import socket
+import ssl
+import struct
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchRequest
+from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.list_offsets.v7.request import ListOffsetsRequest
+from kio.schema.list_offsets.v7.response import ListOffsetsResponse
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+from kio.serial import entity_reader, entity_writer
+
+from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
+from stratalog.common.errors import StratalogError, error_for_code
+from stratalog.common.names import TopicPartition
+from stratalog.server.credentials import NO_CREDENTIALS, Credentials, TokenCache
+from stratalog.server.kafka.codec import build
+
+SCHEMES = {"kafka": False, "kafka+ssl": True}   # an endpoint's scheme → whether it is TLS
+EARLIEST, LATEST = -2, -1
+FINAL_EPOCH = -1          # a full fetch that opens no fetch session (KIP-227)
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+def is_kafka_endpoint(endpoint: str) -> bool:
+    return urllib.parse.urlsplit(endpoint).scheme in SCHEMES
+
+
+class KafkaLeaderSession:
+    """A follower's fetches from one leader's Kafka listener, every followed partition in one request."""
+
+    def __init__(self, endpoint: str, credentials: Credentials = NO_CREDENTIALS, *, timeout_s: float = 60.0,
+                 client_id: str = "stratalog-replica-fetcher") -> None:
+        parsed = urllib.parse.urlsplit(endpoint)
+        if parsed.scheme not in SCHEMES or not parsed.hostname or parsed.port is None:
+            raise ValueError(f"{endpoint!r}: a leader's Kafka endpoint is kafka://HOST:PORT or kafka+ssl://HOST:PORT")
+        self.host, self.port, self.tls = parsed.hostname, parsed.port, SCHEMES[parsed.scheme]
+        self.credentials = credentials
+        self.timeout_s = timeout_s
+        self.client_id = client_id
+        self._token = TokenCache(credentials)
+        self._context = credentials.ssl_context() if self.tls else None
+        self._sock: socket.socket | None = None
+        self._correlation = itertools.count(1)
+
+    def __call__(self, fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int, min_bytes: int,
+                 max_bytes: int) -> list[ReplicaFetchResult | StratalogError]:
+        if not fetches:
+            return []
+        replica_id = fetches[0][1].replica_id
+        try:
+            response = self._call(_fetch_request(fetches, max_wait_ms, min_bytes, max_bytes), FetchResponse,
+                                  extra_timeout_s=max_wait_ms / 1000)
+            answers = {(topic.topic, p.partition_index): p for topic in response.responses for p in topic.partitions}
+            out: list[ReplicaFetchResult | StratalogError] = []
+            for tp, _ in fetches:
+                data = answers.get((tp.topic, tp.partition))
+                if data is None:
+                    raise ValueError(f"no answer for {tp}")
+                out.append(self._result(tp, replica_id, data))
+            return out
+        except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error) as error:
+            self.close()
+            raise OSError(f"replica fetch from {self.host}:{self.port}: {type(error).__name__}: {error}") from None
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    # -- answers -----------------------------------------------------------------------------
+    def _result(self, tp: TopicPartition, replica_id: int, data: Any) -> ReplicaFetchResult | StratalogError:
+        code = ErrorCode(data.error_code)
+        if code is ErrorCode.offset_out_of_range:
+            start, end = (self._list_offset(tp, replica_id, ts) for ts in (EARLIEST, LATEST))
+            return ReplicaFetchResult(b"", data.high_watermark, start, end, out_of_range=True)
+        if code is not ErrorCode.none:
+            return error_for_code(code.name.upper())(f"replica fetch of {tp} from {self.host}:{self.port}: "
+                                                     f"{code.name.upper()}")
+        diverging = data.diverging_epoch
+        return ReplicaFetchResult(
+            bytes(data.records or b""), data.high_watermark, data.log_start_offset, -1,
+            (diverging.epoch, diverging.end_offset) if diverging is not None and diverging.epoch >= 0 else None)
+
+    def _list_offset(self, tp: TopicPartition, replica_id: int, timestamp: int) -> int:
+        request = build(ListOffsetsRequest, {"replica_id": replica_id, "isolation_level": 0, "topics": [{
+            "name": tp.topic, "partitions": [{"partition_index": tp.partition, "current_leader_epoch": -1,
+                                              "timestamp": timestamp}]}]})
+        response = self._call(request, ListOffsetsResponse)
+        partition = response.topics[0].partitions[0]
+        if partition.error_code != ErrorCode.none:
+            raise ValueError(f"ListOffsets of {tp} from the leader: {ErrorCode(partition.error_code).name.upper()}")
+        return int(partition.offset)
+
+    # -- the connection ----------------------------------------------------------------------
+    def _call(self, body: Any, response_class: Any, *, extra_timeout_s: float = 0.0) -> Any:
+        sock = self._sock if self._sock is not None else self._connect()
+        sock.settimeout(self.timeout_s + extra_timeout_s)
+        correlation_id = next(self._correlation)
+        sock.sendall(_frame(body, correlation_id, self.client_id))
+        frame = _read_frame(sock)
+        header, used = entity_reader(response_class.__header_schema__)(frame, 0)
+        if header.correlation_id != correlation_id:
+            raise ValueError(f"the answer is to request {header.correlation_id}, not {correlation_id}")
+        response, size = entity_reader(response_class)(frame, used)
+        if used + size != len(frame):
+            raise ValueError(f"{len(frame) - used - size} bytes follow the answer")
+        return response
+
+    def _connect(self) -> socket.socket:
+        token = self._token.token()
+        if token is not None:
+            self.credentials.require_tls_for_token(self.tls, f"{self.host}:{self.port} (kafka)")
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._context is not None:
+            sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self._sock = sock
+        if token is not None:
+            self._authenticate(token)
+        return sock
+
+    def _authenticate(self, token: str) -> None:
+        handshake = self._call(build(SaslHandshakeRequest, {"mechanism": "OAUTHBEARER"}), SaslHandshakeResponse)
+        if handshake.error_code != ErrorCode.none:
+            raise ValueError(f"SASL handshake: {ErrorCode(handshake.error_code).name.upper()} "
+                             f"(the leader offers {list(handshake.mechanisms)})")
+        message = f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+        answer = self._call(build(SaslAuthenticateRequest, {"auth_bytes": message}), SaslAuthenticateResponse)
+        if answer.error_code != ErrorCode.none:
+            raise ValueError(f"SASL authentication: {answer.error_message or ErrorCode(answer.error_code).name}")
+
+
+def _fetch_request(fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int, min_bytes: int,
+                   max_bytes: int) -> Any:
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for tp, fetch in fetches:
+        by_topic.setdefault(tp.topic, []).append({
+            "partition": tp.partition, "current_leader_epoch": fetch.current_leader_epoch,
+            "fetch_offset": fetch.fetch_offset, "last_fetched_epoch": fetch.last_fetched_epoch,
+            "log_start_offset": -1, "partition_max_bytes": fetch.max_bytes})
+    return build(FetchRequest, {
+        "replica_id": fetches[0][1].replica_id, "max_wait": max_wait_ms, "min_bytes": min_bytes,
+        "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": FINAL_EPOCH,
+        "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
+        "forgotten_topics_data": [], "rack_id": ""})
+
+
+def _frame(body: Any, correlation_id: int, client_id: str) -> bytes:
+    header_class = body.__header_schema__
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    entity_writer(header_class)(out, header_class(request_api_key=body.__api_key__,
+                                                  request_api_version=body.__version__,
+                                                  correlation_id=correlation_id, client_id=client_id))
+    entity_writer(type(body))(out, body)
+    frame = out.getbuffer()
+    frame[0:4] = struct.pack(">i", len(frame) - 4)
+    return bytes(frame)
+
+
+def _read_frame(sock: socket.socket) -> memoryview:
+    (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+    if not 0 <= size <= MAX_RESPONSE_BYTES:
+        raise ValueError(f"an answer of {size} bytes")
+    return memoryview(_read_exactly(sock, size)).toreadonly()   # kio reads read-only buffers
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytearray:
+    buffer = bytearray(n)
+    view = memoryview(buffer)
+    got = 0
+    while got < n:
+        read = sock.recv_into(view[got:], n - got)
+        if not read:
+            raise ConnectionResetError(f"the leader closed the connection after {got} of {n} bytes")
+        got += read
+    return buffer
