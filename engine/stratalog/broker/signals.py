@@ -41,7 +41,10 @@ class AppendSignals:
         """Wait for ``event`` (from ``event()``) at most ``timeout_s``; True if it was set."""
         self.counts.waiting += 1
         try:
-            await asyncio.wait_for(event.wait(), timeout_s)
+            # asyncio.timeout, not wait_for: no task per wait (every acks=all produce and every
+            # follower's long poll waits here once).
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
         except TimeoutError:
             self.counts.expired += 1
             return False
