@@ -29,10 +29,10 @@ from stratalog.common.errors import (
 )
 
 from .election import PartitionRecord
-from .leases import ADVERTISED_ANNOTATION
+from .leases import ADVERTISED_ANNOTATION, KAFKA_ADVERTISED_ANNOTATION, parse_host_port
 from .names import LABEL_LOGDIR
 
-__all__ = ["broker_id", "broker_ids", "engine_state", "alter_isr", "advertised_urls"]
+__all__ = ["broker_id", "broker_ids", "engine_state", "alter_isr", "advertised_urls", "replication_endpoints"]
 
 
 def broker_id(logdir: str) -> int:
@@ -97,4 +97,21 @@ def advertised_urls(leases: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         url = (meta.get("annotations") or {}).get(ADVERTISED_ANNOTATION)
         if logdir and url:
             out[logdir] = url
+    return out
+
+
+def replication_endpoints(leases: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Where followers fetch from each LogDir's engine: its Kafka listener when its agent runs one
+    (``kafka://HOST:PORT``, as Kafka's followers fetch, at a fraction of HTTP's cost per round),
+    else its HTTP API. An agent serves both listeners with one certificate, so an https API means
+    a TLS Kafka listener (``kafka+ssl://``)."""
+    out = advertised_urls(leases)
+    for lease in leases:
+        meta = lease.get("metadata") or {}
+        logdir = (meta.get("labels") or {}).get(LABEL_LOGDIR)
+        address = parse_host_port(str((meta.get("annotations") or {}).get(KAFKA_ADVERTISED_ANNOTATION) or ""))
+        if logdir in out and address is not None:
+            host, port = address
+            scheme = "kafka+ssl" if out[logdir].startswith("https:") else "kafka"
+            out[logdir] = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
     return out

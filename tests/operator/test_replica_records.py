@@ -7,7 +7,7 @@ import pytest
 from stratalog.broker.replica_state import PartitionState
 from stratalog.common.errors import FencedLeaderEpochError, IneligibleReplicaError, InvalidUpdateVersionError
 from stratalog_operator.election import PartitionRecord
-from stratalog_operator.leases import ADVERTISED_ANNOTATION
+from stratalog_operator.leases import ADVERTISED_ANNOTATION, KAFKA_ADVERTISED_ANNOTATION
 from stratalog_operator.names import LABEL_LOGDIR
 from stratalog_operator.replica_records import (
     advertised_urls,
@@ -15,6 +15,7 @@ from stratalog_operator.replica_records import (
     broker_id,
     broker_ids,
     engine_state,
+    replication_endpoints,
 )
 
 ABC = ("a", "b", "c")
@@ -77,3 +78,16 @@ def test_each_agent_is_found_at_the_url_it_advertises_on_its_lease():
               {"metadata": {"labels": {LABEL_LOGDIR: "b"}}},
               {"metadata": {"annotations": {ADVERTISED_ANNOTATION: "http://stray:2"}}}]
     assert advertised_urls(leases) == {"a": "http://h:1"}
+
+
+def test_followers_fetch_from_an_agents_kafka_listener_when_it_runs_one_over_tls_when_its_api_is_https():
+    def lease(logdir: str, url: str, kafka: str | None = None) -> dict:
+        annotations = {ADVERTISED_ANNOTATION: url, **({KAFKA_ADVERTISED_ANNOTATION: kafka} if kafka else {})}
+        return {"metadata": {"labels": {LABEL_LOGDIR: logdir}, "annotations": annotations}}
+
+    leases = [lease("a", "http://a:8092", "a:9092"), lease("b", "https://b:8092", "b.ns.svc:9093"),
+              lease("c", "http://c:8092"), lease("d", "http://d:8092", "not an address"),
+              lease("e", "http://e:8092", "[fd00::5]:9092")]
+    assert replication_endpoints(leases) == {
+        "a": "kafka://a:9092", "b": "kafka+ssl://b.ns.svc:9093", "c": "http://c:8092", "d": "http://d:8092",
+        "e": "kafka://[fd00::5]:9092"}

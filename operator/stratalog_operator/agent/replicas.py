@@ -33,7 +33,7 @@ from ..election import PartitionRecord, records_of, render_records
 from ..kube import ApiError, Kube
 from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, kafka_addresses, rejoining, shutting_down
 from ..names import is_paused, is_unmanaged
-from ..replica_records import advertised_urls, alter_isr, broker_id, engine_state
+from ..replica_records import alter_isr, broker_id, engine_state, replication_endpoints
 from .lease import AgentLease
 from .placement import effective_name
 
@@ -136,7 +136,7 @@ class ReplicaDriver:
         self.alive = alive_logdirs(leases, now) - shutting_down(leases) - rejoining(leases)
         # Listed to Kafka clients: every live agent with a listener, shutting down or not (it still serves).
         self.kafka_listeners = kafka_addresses(leases, now)
-        self.endpoints = {broker_id(n): url for n, url in advertised_urls(leases).items()}
+        self.endpoints = {broker_id(n): url for n, url in replication_endpoints(leases).items()}
 
     def leading(self, bodies: list[Json]) -> list[TopicPartition]:
         """The partitions whose records in ``bodies`` name this LogDir their leader."""
