@@ -1,7 +1,7 @@
 """Replication on loopback: what three copies cost a producer, and how fast a new leader takes over.
 
 ``python -m bench.replication [--seconds 10] [--records-per-batch 100] [--inflight 5] [--failovers 5]
-[--no-kafka | --kafka-only] [--json F]``
+[--transport kafka|http] [--no-kafka | --kafka-only] [--json F]``
 
 * throughput and p99 of one producer of 100-byte records (Kafka's published replication figures
   use the same record size and one producer), ``--inflight`` requests outstanding (Kafka's
@@ -91,7 +91,7 @@ def single_copy(root: Path, args: argparse.Namespace) -> dict[str, float]:
 def three_copies(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     controller = ClusterController()
     (root / "rf3").mkdir()
-    engines = Engines(root / "rf3", controller, 3, "min.insync.replicas=2")
+    engines = Engines(root / "rf3", controller, 3, "min.insync.replicas=2", transport=args.transport)
     try:
         controller.controller.create(TP, (0, 1, 2))
         controller.settle()
@@ -170,12 +170,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records-per-batch", type=int, default=100)
     parser.add_argument("--inflight", type=int, default=5)
     parser.add_argument("--failovers", type=int, default=5)
+    parser.add_argument("--transport", choices=("kafka", "http"), default="kafka",
+                        help="how followers fetch: the leader's Kafka listener (default) or its HTTP API")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka phase")
     which.add_argument("--kafka-only", action="store_true", help="run the Apache Kafka phase alone")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    results: dict[str, Any] = {"published_ratio": PUBLISHED}
+    results: dict[str, Any] = {"published_ratio": PUBLISHED, "transport": args.transport}
     try:
         with tempfile.TemporaryDirectory(prefix="stratalog-replication-") as tmp:
             root = Path(tmp)
