@@ -86,8 +86,8 @@ class ClusterController:
         if url is None:
             return False
         state = state or self.controller.state(tp)
-        fetch_from = {**self.endpoints, **self.replication_endpoints}
-        body = {**_state_json(state), "endpoints": {str(b): u for b, u in fetch_from.items()}}
+        body = {**_state_json(state), "endpoints": {str(b): u for b, u in self.endpoints.items()},
+                "fetchEndpoints": {str(b): u for b, u in self.replication_endpoints.items()}}
         try:
             reply = self.session.put(f"{url}/v1/replication/partitions/{tp.topic}/{tp.partition}", json=body,
                                      timeout=30)

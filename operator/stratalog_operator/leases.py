@@ -25,7 +25,8 @@ from stratalog.common.addresses import split_host_port
 
 from .names import LABEL_COMPONENT, LABEL_LOGDIR, LABEL_MANAGED_BY
 
-__all__ = ["ADVERTISED_ANNOTATION", "KAFKA_ADVERTISED_ANNOTATION", "SHUTTING_DOWN_ANNOTATION", "REJOINING_ANNOTATION",
+__all__ = ["ADVERTISED_ANNOTATION", "KAFKA_ADVERTISED_ANNOTATION", "KAFKA_REPLICA_FETCH_ANNOTATION",
+           "SHUTTING_DOWN_ANNOTATION", "REJOINING_ANNOTATION",
            "AGENT_LEASE_SELECTOR",
            "shutting_down", "rejoining", "lease_name", "lease_body", "renewal", "expired", "alive_logdirs",
            "duration_seconds", "micro_time", "kafka_addresses",
@@ -33,6 +34,10 @@ __all__ = ["ADVERTISED_ANNOTATION", "KAFKA_ADVERTISED_ANNOTATION", "SHUTTING_DOW
 
 ADVERTISED_ANNOTATION = "stratalog.io/advertised-url"
 KAFKA_ADVERTISED_ANNOTATION = "stratalog.io/kafka-advertised"   # host:port of the agent's Kafka listener
+# Said beside it by agents whose listener answers followers' Fetch (replica id >= 0). Agents of
+# earlier versions advertise the listener without it; during a rolling upgrade their followers
+# keep fetching from them over HTTP.
+KAFKA_REPLICA_FETCH_ANNOTATION = "stratalog.io/kafka-replica-fetch"
 # Set by an agent that is shutting down (Kafka's ControlledShutdown request): the controller moves
 # its leaderships to in-sync followers first, and it may not join an ISR meanwhile (KIP-841).
 SHUTTING_DOWN_ANNOTATION = "stratalog.io/controlled-shutdown"
@@ -71,6 +76,7 @@ def lease_body(logdir: str, namespace: str, holder: str, session_timeout_ms: int
     annotations = {ADVERTISED_ANNOTATION: advertised_url} if advertised_url else {}
     if kafka_advertised:
         annotations[KAFKA_ADVERTISED_ANNOTATION] = kafka_advertised
+        annotations[KAFKA_REPLICA_FETCH_ANNOTATION] = "true"
     if rejoining:
         annotations[REJOINING_ANNOTATION] = "true"
     return {
@@ -93,6 +99,7 @@ def renewal(holder: str, session_timeout_ms: int, now: datetime, advertised_url:
         annotations[ADVERTISED_ANNOTATION] = advertised_url
     # Said with every renewal, and cleared when no longer given (an agent restarted without a listener).
     annotations[KAFKA_ADVERTISED_ANNOTATION] = kafka_advertised or None
+    annotations[KAFKA_REPLICA_FETCH_ANNOTATION] = "true" if kafka_advertised else None
     return {"metadata": {"annotations": annotations},
             "spec": {"holderIdentity": holder, "renewTime": micro_time(now),
                      "leaseDurationSeconds": duration_seconds(session_timeout_ms)}}

@@ -16,6 +16,7 @@ not eligible). The caller performs the write by compare-and-swap on ``resourceVe
 
 from __future__ import annotations
 
+import urllib.parse
 import zlib
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import replace
@@ -29,7 +30,12 @@ from stratalog.common.errors import (
 )
 
 from .election import PartitionRecord
-from .leases import ADVERTISED_ANNOTATION, KAFKA_ADVERTISED_ANNOTATION, parse_host_port
+from .leases import (
+    ADVERTISED_ANNOTATION,
+    KAFKA_ADVERTISED_ANNOTATION,
+    KAFKA_REPLICA_FETCH_ANNOTATION,
+    parse_host_port,
+)
 from .names import LABEL_LOGDIR
 
 __all__ = ["broker_id", "broker_ids", "engine_state", "alter_isr", "advertised_urls", "replication_endpoints"]
@@ -101,17 +107,24 @@ def advertised_urls(leases: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def replication_endpoints(leases: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Where followers fetch from each LogDir's engine: its Kafka listener when its agent runs one
-    (``kafka://HOST:PORT``, as Kafka's followers fetch, at a fraction of HTTP's cost per round),
-    else its HTTP API. An agent serves both listeners with one certificate, so an https API means
-    a TLS Kafka listener (``kafka+ssl://``)."""
-    out = advertised_urls(leases)
+    """Where followers fetch from a LogDir's engine, for those that say they serve followers on
+    their Kafka listener: ``kafka://HOST:PORT``, as Kafka's followers fetch, at a fraction of HTTP's
+    cost per round (the others are fetched from at their API). An agent serves both listeners
+    with one certificate, so an https API means a TLS Kafka listener (``kafka+ssl://``). An
+    address that does not make a URL is left out (its API still serves)."""
+    apis = advertised_urls(leases)
+    out = {}
     for lease in leases:
         meta = lease.get("metadata") or {}
         logdir = (meta.get("labels") or {}).get(LABEL_LOGDIR)
-        address = parse_host_port(str((meta.get("annotations") or {}).get(KAFKA_ADVERTISED_ANNOTATION) or ""))
-        if logdir in out and address is not None:
-            host, port = address
-            scheme = "kafka+ssl" if out[logdir].startswith("https:") else "kafka"
-            out[logdir] = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+        annotations = meta.get("annotations") or {}
+        address = parse_host_port(str(annotations.get(KAFKA_ADVERTISED_ANNOTATION) or ""))
+        if logdir not in apis or address is None or annotations.get(KAFKA_REPLICA_FETCH_ANNOTATION) != "true":
+            continue
+        host, port = address
+        scheme = "kafka+ssl" if apis[logdir].startswith("https:") else "kafka"
+        url = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.hostname == host.lower() and parsed.port == port and not parsed.path and not parsed.query:
+            out[logdir] = url
     return out

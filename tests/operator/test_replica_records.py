@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from stratalog.broker.replica_state import PartitionState
 from stratalog.common.errors import FencedLeaderEpochError, IneligibleReplicaError, InvalidUpdateVersionError
 from stratalog_operator.election import PartitionRecord
-from stratalog_operator.leases import ADVERTISED_ANNOTATION, KAFKA_ADVERTISED_ANNOTATION
+from stratalog_operator.leases import (
+    ADVERTISED_ANNOTATION,
+    KAFKA_ADVERTISED_ANNOTATION,
+    KAFKA_REPLICA_FETCH_ANNOTATION,
+    lease_body,
+    renewal,
+)
 from stratalog_operator.names import LABEL_LOGDIR
 from stratalog_operator.replica_records import (
     advertised_urls,
@@ -80,14 +88,31 @@ def test_each_agent_is_found_at_the_url_it_advertises_on_its_lease():
     assert advertised_urls(leases) == {"a": "http://h:1"}
 
 
-def test_followers_fetch_from_an_agents_kafka_listener_when_it_runs_one_over_tls_when_its_api_is_https():
-    def lease(logdir: str, url: str, kafka: str | None = None) -> dict:
-        annotations = {ADVERTISED_ANNOTATION: url, **({KAFKA_ADVERTISED_ANNOTATION: kafka} if kafka else {})}
+def test_followers_fetch_from_an_agents_kafka_listener_when_it_serves_them_there_over_tls_when_its_api_is_https():
+    def lease(logdir: str, url: str, kafka: str | None = None, replica_fetch: bool = True) -> dict:
+        annotations = {ADVERTISED_ANNOTATION: url}
+        if kafka:
+            annotations[KAFKA_ADVERTISED_ANNOTATION] = kafka
+            if replica_fetch:
+                annotations[KAFKA_REPLICA_FETCH_ANNOTATION] = "true"
         return {"metadata": {"labels": {LABEL_LOGDIR: logdir}, "annotations": annotations}}
 
     leases = [lease("a", "http://a:8092", "a:9092"), lease("b", "https://b:8092", "b.ns.svc:9093"),
               lease("c", "http://c:8092"), lease("d", "http://d:8092", "not an address"),
-              lease("e", "http://e:8092", "[fd00::5]:9092")]
+              lease("e", "http://e:8092", "[fd00::5]:9092"), lease("f", "http://f:8092", "f/x:9092"),
+              lease("old", "http://old:8092", "old:9092", replica_fetch=False)]
+    # c has no listener, d and f no usable address, old an agent that does not serve followers there.
     assert replication_endpoints(leases) == {
-        "a": "kafka://a:9092", "b": "kafka+ssl://b.ns.svc:9093", "c": "http://c:8092", "d": "http://d:8092",
-        "e": "kafka://[fd00::5]:9092"}
+        "a": "kafka://a:9092", "b": "kafka+ssl://b.ns.svc:9093", "e": "kafka://[fd00::5]:9092"}
+
+
+def test_an_agent_says_it_serves_followers_on_its_kafka_listener_and_unsays_it_without_one():
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    body = lease_body("a", "ns", "pod", 9000, now, "http://a:8092", kafka_advertised="a:9092")
+    assert body["metadata"]["annotations"][KAFKA_REPLICA_FETCH_ANNOTATION] == "true"
+    assert renewal("pod", 9000, now, "http://a:8092", kafka_advertised="a:9092")["metadata"]["annotations"][
+        KAFKA_REPLICA_FETCH_ANNOTATION] == "true"
+    assert renewal("pod", 9000, now, "http://a:8092")["metadata"]["annotations"][
+        KAFKA_REPLICA_FETCH_ANNOTATION] is None   # a merge patch's None removes it
+    assert KAFKA_REPLICA_FETCH_ANNOTATION not in lease_body("a", "ns", "pod", 9000, now, "http://a:8092")[
+        "metadata"]["annotations"]

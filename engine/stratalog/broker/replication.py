@@ -64,7 +64,8 @@ class ReplicaSet:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[TopicPartition, LeaderFetcher] = {}        # each followed partition's fetcher
         self._by_leader: dict[tuple[int, str], LeaderFetcher] = {}      # one per leader and address
-        self.endpoints: dict[int, str] = {}
+        self.endpoints: dict[int, str] = {}         # each broker's API: the leader named to misdirected clients
+        self.fetch_endpoints: dict[int, str] = {}   # where followers fetch, where not the API (kafka://)
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._expiry: threading.Thread | None = None
@@ -80,13 +81,20 @@ class ReplicaSet:
         return self.partitions.get(tp)
 
     # -- states from the controller ---------------------------------------------------------
-    def apply_state(self, tp: TopicPartition, state: PartitionState, endpoints: Mapping[int, str]) -> Partition:
-        """LeaderAndIsr for one partition: create it here if needed, lead it or follow its leader."""
+    def apply_state(self, tp: TopicPartition, state: PartitionState, endpoints: Mapping[int, str],
+                    fetch_endpoints: Mapping[int, str] | None = None) -> Partition:
+        """LeaderAndIsr for one partition: create it here if needed, lead it or follow its leader.
+        ``endpoints``: each broker's API; ``fetch_endpoints``: where a follower fetches from a broker
+        instead (its Kafka listener), for the brokers that have one."""
         if self.broker_id not in state.replicas:
             raise NotLeaderOrFollowerError(f"{tp}: broker {self.broker_id} is not among its replicas "
                                            f"{list(state.replicas)}")
         with self._lock:
             self.endpoints.update(endpoints)
+            if fetch_endpoints is not None:
+                for broker in endpoints:   # a broker's word on where to fetch is replaced, not merged
+                    self.fetch_endpoints.pop(broker, None)
+                self.fetch_endpoints.update(fetch_endpoints)
             partition = self.partitions.get(tp)
             if partition is None:
                 TopicAdmin(self.manager).ensure_partitions(tp.topic, [tp.partition])
@@ -125,7 +133,7 @@ class ReplicaSet:
         state = partition.state
         fetcher = self.fetchers.get(tp)
         wanted = None if state is None or partition.is_leader or state.leader < 0 else state.leader
-        endpoint = self.endpoints.get(wanted) if wanted is not None else None
+        endpoint = self.fetch_endpoints.get(wanted) or self.endpoints.get(wanted) if wanted is not None else None
         if fetcher is not None and (fetcher.leader != wanted or fetcher.endpoint != endpoint or not fetcher.running):
             self._unfollow(tp)
             fetcher = None

@@ -234,7 +234,10 @@ def build_document(settings: Settings) -> dict[str, Any]:
                         "replicas": {"type": "array", "items": _int(0)}, "leader": _int(-1),
                         "leaderEpoch": _int(0), "isr": {"type": "array", "items": _int(0)},
                         "partitionEpoch": _int(0),
-                        "endpoints": {"type": "object", "additionalProperties": {"type": "string"}}},
+                        "endpoints": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "fetchEndpoints": {"type": "object", "additionalProperties": {"type": "string"},
+                                           "description": "where followers fetch from a broker, if not its "
+                                                          "endpoint: kafka://HOST:PORT or kafka+ssl://"}},
                         ["replicas", "leader", "leaderEpoch", "isr", "partitionEpoch"])),
                     "responses": {**_ok(_object({"isLeader": {"type": "boolean"}, "logEndOffset": _int(0),
                                                  "highWatermark": _int(0)})), **_errors(400, 409, 503)}},

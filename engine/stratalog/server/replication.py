@@ -1,7 +1,8 @@
 """Replication over HTTP: the controller's LeaderAndIsr in, followers' fetches out, and their clients.
 
 * ``PUT /v1/replication/partitions/{topic}/{partition}``: the controller's word on one partition
-  (replicas, leader, leader epoch, ISR, partition epoch, and every replica's endpoint).
+  (replicas, leader, leader epoch, ISR, partition epoch, every replica's API endpoint and, where
+  followers fetch elsewhere, its fetch endpoint: ``kafka://`` for its Kafka listener).
 * ``POST /v1/replication/fetch``: a follower's fetch of every partition it follows on this leader,
   in one request (what followers use; the answer's framing is at ``replica_fetch_many``).
 * ``GET /v1/replication/partitions/{topic}/{partition}/fetch``: one partition's fetch (replicaId,
@@ -67,19 +68,24 @@ async def put_partition_state(request: web.Request) -> web.Response:
         isr=_int_list(body, "isr"),
         partition_epoch=params.field_int(body, "partitionEpoch", minimum=0, maximum=INT32_MAX) or 0,
     )
-    endpoints_field = body.get("endpoints") or {}
-    if not isinstance(endpoints_field, dict):
-        raise RequestError("body: 'endpoints' must map broker ids to URLs")
-    try:
-        endpoints = {int(k): str(v) for k, v in endpoints_field.items()}
-    except ValueError:
-        raise RequestError("body: 'endpoints' must map broker ids (integers) to URLs") from None
-    partition = await state.run(replicas.apply_state, tp, partition_state, endpoints)
+    endpoints = _endpoints(body, "endpoints")
+    fetch_endpoints = _endpoints(body, "fetchEndpoints")
+    partition = await state.run(replicas.apply_state, tp, partition_state, endpoints, fetch_endpoints)
     state.topics_changed()
     return web.json_response({"topic": tp.topic, "partition": tp.partition, "leader": partition_state.leader,
                               "leaderEpoch": partition_state.leader_epoch, "isLeader": partition.is_leader,
                               "logEndOffset": partition.log.log_end_offset,
                               "highWatermark": partition.log.high_watermark})
+
+
+def _endpoints(body: dict[str, Any], name: str) -> dict[int, str]:
+    field = body.get(name) or {}
+    if not isinstance(field, dict):
+        raise RequestError(f"body: {name!r} must map broker ids to URLs")
+    try:
+        return {int(k): str(v) for k, v in field.items()}
+    except ValueError:
+        raise RequestError(f"body: {name!r} must map broker ids (integers) to URLs") from None
 
 
 async def replica_fetch(request: web.Request) -> web.Response:

@@ -33,7 +33,7 @@ from ..election import PartitionRecord, records_of, render_records
 from ..kube import ApiError, Kube
 from ..leases import AGENT_LEASE_SELECTOR, alive_logdirs, kafka_addresses, rejoining, shutting_down
 from ..names import is_paused, is_unmanaged
-from ..replica_records import alter_isr, broker_id, engine_state, replication_endpoints
+from ..replica_records import advertised_urls, alter_isr, broker_id, engine_state, replication_endpoints
 from .lease import AgentLease
 from .placement import effective_name
 
@@ -119,7 +119,8 @@ class ReplicaDriver:
         self.topics = topics          # the agent's latest Topic bodies, by object name
         self.lock = lock              # the agent's: no state is applied while a reconcile deletes
         self.alive: set[str] = set()
-        self.endpoints: dict[int, str] = {}
+        self.endpoints: dict[int, str] = {}         # each engine's API (misdirected clients are sent there)
+        self.fetch_endpoints: dict[int, str] = {}   # its Kafka listener, where followers fetch (if it runs one)
         self.kafka_listeners: dict[str, tuple[str, int]] = {}   # live LogDir -> its Kafka listener
         self._confirmed = -1
         self._wake = threading.Event()
@@ -136,7 +137,8 @@ class ReplicaDriver:
         self.alive = alive_logdirs(leases, now) - shutting_down(leases) - rejoining(leases)
         # Listed to Kafka clients: every live agent with a listener, shutting down or not (it still serves).
         self.kafka_listeners = kafka_addresses(leases, now)
-        self.endpoints = {broker_id(n): url for n, url in replication_endpoints(leases).items()}
+        self.endpoints = {broker_id(n): url for n, url in advertised_urls(leases).items()}
+        self.fetch_endpoints = {broker_id(n): url for n, url in replication_endpoints(leases).items()}
 
     def leading(self, bodies: list[Json]) -> list[TopicPartition]:
         """The partitions whose records in ``bodies`` name this LogDir their leader."""
@@ -198,7 +200,7 @@ class ReplicaDriver:
                     if self._current(tp, state):
                         continue
                     try:
-                        self.replicas.apply_state(tp, state, self.endpoints)
+                        self.replicas.apply_state(tp, state, self.endpoints, self.fetch_endpoints)
                     except Exception as error:  # noqa: BLE001 - the others must not wait on this one
                         logger.warning("%s: cannot apply %s: %s", tp, state, error)
                         continue
@@ -233,7 +235,8 @@ class ReplicaDriver:
         if state.leader < 0 or state.leader == self.replicas.broker_id:
             return True
         fetcher = self.replicas.fetchers.get(tp)
-        return fetcher is not None and fetcher.running and fetcher.endpoint == self.endpoints.get(state.leader)
+        endpoint = self.fetch_endpoints.get(state.leader) or self.endpoints.get(state.leader)
+        return fetcher is not None and fetcher.running and fetcher.endpoint == endpoint
 
     def start(self) -> ReplicaDriver:
         def run() -> None:
