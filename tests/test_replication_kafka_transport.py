@@ -68,6 +68,10 @@ def test_a_kafka_fetch_from_a_replica_answers_each_partition_as_the_http_api_doe
         assert isinstance(stale, StratalogError) and stale.code == "UNKNOWN_LEADER_EPOCH"
         diverged = session([(TP, fetch(3, 0))], 0, 1, MIB)[0]
         assert diverged.diverging_epoch == (0, 1) and diverged.data == b""
+        # An epoch newer than any the leader knows cannot be said as a diverging epoch on Kafka's wire
+        # ((-1, -1) is the field's default: no divergence): it is an error, not an empty answer.
+        unknown_epoch = session([(TP, fetch(1, 5))], 5_000, 1, MIB)[0]
+        assert isinstance(unknown_epoch, StratalogError) and unknown_epoch.code == "UNKNOWN_LEADER_EPOCH"
         # Past the leader's log end: OFFSET_OUT_OF_RANGE, then ListOffsets for the log start and end.
         beyond = session([(TP, fetch(9))], 0, 1, MIB)[0]
         assert beyond.out_of_range and (beyond.log_start_offset, beyond.log_end_offset) == (0, 1)
@@ -128,3 +132,82 @@ def test_with_tls_in_use_a_follower_never_sends_its_token_to_a_leader_advertised
     assert isinstance(session, kind)
     with pytest.raises(OSError, match="is not TLS: the replication token is sent over TLS only"):
         session([(TP, fetch(0))], 0, 1, MIB)
+
+
+def test_followers_fetch_from_the_kafka_listener_but_misdirected_clients_are_sent_to_the_leaders_api(tmp_path):
+    controller = ClusterController()
+    engines = Engines(tmp_path, controller, 2, "min.insync.replicas=2", transport="kafka")
+    try:
+        controller.controller.create(TP, (0, 1))
+        controller.settle()
+        assert engines.servers[0].produce_raw("t", 0, kafka_batch([(None, b"x")]), acks="all").status_code == 200
+        misdirected = engines.servers[1].produce_raw("t", 0, kafka_batch([(None, b"y")]))
+        assert misdirected.status_code == 421, misdirected.text
+        assert misdirected.json()["leader"]["url"] == engines.url(0)   # its API, not kafka://
+    finally:
+        controller.close()
+        engines.stop_all()
+
+
+def test_a_follower_with_a_token_fetches_from_a_leader_without_access_control(tmp_path: Path):
+    """Its ApiVersions offers no SASL: the follower does not authenticate (a leader with access control
+    on is covered in test_replication_access.py)."""
+    controller = ClusterController()
+    engines = Engines(tmp_path, controller, 1, transport="kafka")
+    try:
+        controller.controller.create(TP, (0, 1))
+        controller.settle()
+        assert engines.servers[0].produce_raw("t", 0, kafka_batch([(None, b"x")])).status_code == 200
+        (tmp_path / "token").write_text("a-token-nobody-asks-for")
+        session = leader_session(controller.replication_endpoints[0], Credentials(tmp_path / "token"))
+        answer = session([(TP, fetch(0))], 0, 1, MIB)[0]
+        assert isinstance(answer, ReplicaFetchResult) and len(answer.data) > 0
+    finally:
+        controller.close()
+        engines.stop_all()
+
+
+@pytest.mark.parametrize("answer", [
+    b"\x00\x00\x00\x03abc",                                    # a frame too short for an answer
+    b"\x00\x00\x00\x08\x00\x00\x00\x01\x00\x00\x00\x00",      # not a FetchResponse
+    b"\x7f\xff\xff\xff",                                         # a size no answer has
+])
+def test_a_garbled_answer_is_an_oserror_and_the_fetcher_lives_on(answer: bytes):
+    """A stand-in for a leader (a socket that answers garbage: no real leader sends it) -- as a
+    proxy, a stray service on the port or a cut connection would."""
+    from stratalog.broker.fetcher import FetcherSettings, LeaderFetcher
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return   # closed: the test is over
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    session = KafkaLeaderSession(f"kafka://127.0.0.1:{port}", timeout_s=5)
+    with pytest.raises(OSError, match=f"replica fetch from 127.0.0.1:{port}"):
+        session([(TP, fetch(0))], 0, 1, MIB)
+    assert session._sock is None   # closed: the next round starts on a new connection
+
+    class Follower:   # what a fetcher asks of a partition
+        state = type("S", (), {"leader": 0})()
+        is_leader = False
+
+        def next_fetch(self, max_bytes: int) -> ReplicaFetch:
+            return fetch(0)
+
+    fetcher = LeaderFetcher(0, f"kafka://127.0.0.1:{port}", session, FetcherSettings(backoff_s=0.01)).start()
+    fetcher.add(TP, Follower())  # type: ignore[arg-type]
+    deadline = time.monotonic() + 10
+    while fetcher.errors < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fetcher.errors >= 3 and fetcher.running
+    fetcher.stop()
+    server.close()

@@ -7,8 +7,9 @@ would in part 2); the killed engine restarts and catches up. After every trial, 
 are back in the ISR: every acknowledged record is on every replica at its offset and the three
 logs are byte-identical; at the end, no consumer read a record that is not in the final log.
 
-Followers fetch over their leaders' Kafka listeners (``kafka://``), the transport agents use
-when their peers run one; the other tests here drive the HTTP replication API.
+The trials run twice: followers fetching over their leaders' Kafka listeners (``kafka://``, what
+agents use when their peers run one), then over the HTTP replication API, which the other tests
+here drive too.
 
 ``STRATALOG_REPLICATION_TRIALS`` sets the number of trials (30 in CI).
 """
@@ -160,11 +161,11 @@ def settled(controller: ClusterController, engines: Engines) -> dict[int, dict]:
     return stats if len(ends) == 1 and next(iter(ends))[0] == next(iter(ends))[1] else {}
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[ClusterController, Engines]]:
+@pytest.fixture(params=["kafka", "http"])
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[ClusterController, Engines]]:
     controller = ClusterController()
     engines = Engines(tmp_path, controller, 3, "min.insync.replicas=2", "replica.lag.time.max.ms=2000",
-                      "replica.fetch.wait.max.ms=200", "request.timeout.ms=10000", transport="kafka")
+                      "replica.fetch.wait.max.ms=200", "request.timeout.ms=10000", transport=request.param)
     try:
         yield controller, engines
     finally:

@@ -82,6 +82,11 @@ class LeaderFetcher:
         if wait and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.settings.max_wait_ms / 1000 + 10)
 
+    def _close_client(self) -> None:
+        close = getattr(self.client, "close", None)   # a client that keeps a connection open
+        if close is not None:
+            close()
+
     @property
     def running(self) -> bool:
         return self._thread.is_alive() and not self._stop.is_set()
@@ -104,6 +109,12 @@ class LeaderFetcher:
         return fetches
 
     def _run(self) -> None:
+        try:
+            self._rounds()
+        finally:
+            self._close_client()   # on its own thread: a round in flight is not cut from another
+
+    def _rounds(self) -> None:
         while not self._stop.is_set():
             fetches = self._round()
             if not fetches:
@@ -116,6 +127,11 @@ class LeaderFetcher:
             except (StratalogError, OSError) as error:
                 self.errors += 1
                 logger.debug("replica fetch from %d at %s failed: %s", self.leader, self.endpoint, error)
+                self._stop.wait(self.settings.backoff_s)
+                continue
+            except Exception:   # noqa: BLE001 - a bug of a client's: this round fails, the fetcher goes on
+                self.errors += 1
+                logger.exception("replica fetch from %d at %s failed unexpectedly", self.leader, self.endpoint)
                 self._stop.wait(self.settings.backoff_s)
                 continue
             if self._stop.is_set():

@@ -3,14 +3,15 @@
 The follower's fetcher thread asks its leader, in one Fetch (v12, KIP-320's last fetched epoch)
 with its broker id as replica id, for every partition it follows there, on one connection kept
 open between rounds. Before the first request of a connection it authenticates with SASL
-OAUTHBEARER when it has a token, as a Kafka client of a SASL listener does; over TLS when the
-endpoint says so (``kafka+ssl://``). A partition answered OFFSET_OUT_OF_RANGE is followed by
+OAUTHBEARER when it has a token and the leader's ApiVersions offers SASL, as a Kafka client of a
+SASL listener does; over TLS when the endpoint says so (``kafka+ssl://``). A partition answered OFFSET_OUT_OF_RANGE is followed by
 ListOffsets (earliest and latest, as a replica: the leader's log start and end) so that the
 follower can truncate to the leader's end or start again at its start.
 
 This is a client on a plain blocking socket: it runs on the fetcher's thread, not on the
 engine's event loop. Any failure (refused, closed, garbled, timed out) closes the connection and
-is raised as ``OSError``: the fetcher backs off and asks again on a new one.
+is raised as ``OSError``: the fetcher backs off and asks again on a new one. An error the leader
+gives one partition is that partition's answer, as over HTTP.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchRequest
 from kio.schema.fetch.v12.response import FetchResponse
@@ -43,6 +46,7 @@ from stratalog.server.kafka.codec import build
 
 SCHEMES = {"kafka": False, "kafka+ssl": True}   # an endpoint's scheme → whether it is TLS
 EARLIEST, LATEST = -2, -1
+SASL_HANDSHAKE = 17       # its API key, offered in ApiVersions by a listener with access control
 FINAL_EPOCH = -1          # a full fetch that opens no fetch session (KIP-227)
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
@@ -72,49 +76,65 @@ class KafkaLeaderSession:
                  max_bytes: int) -> list[ReplicaFetchResult | StratalogError]:
         if not fetches:
             return []
-        replica_id = fetches[0][1].replica_id
-        try:
-            response = self._call(_fetch_request(fetches, max_wait_ms, min_bytes, max_bytes), FetchResponse,
-                                  extra_timeout_s=max_wait_ms / 1000)
-            answers = {(topic.topic, p.partition_index): p for topic in response.responses for p in topic.partitions}
-            out: list[ReplicaFetchResult | StratalogError] = []
-            for tp, _ in fetches:
-                data = answers.get((tp.topic, tp.partition))
-                if data is None:
-                    raise ValueError(f"no answer for {tp}")
-                out.append(self._result(tp, replica_id, data))
-            return out
-        except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error) as error:
-            self.close()
-            raise OSError(f"replica fetch from {self.host}:{self.port}: {type(error).__name__}: {error}") from None
+        # A connection the leader closed while it was idle fails on first use: one retry on a new
+        # one (a fetch is a read: asking twice is harmless).
+        for attempt in (1, 2):
+            reused = self._sock is not None
+            try:
+                return self._fetch(fetches, max_wait_ms, min_bytes, max_bytes)
+            except StratalogError:
+                raise
+            except Exception as error:   # noqa: BLE001 - kio's readers raise what the bytes provoke
+                self.close()
+                if isinstance(error, OSError) and reused and attempt == 1:
+                    continue
+                raise OSError(f"replica fetch from {self.host}:{self.port}: {type(error).__name__}: {error}") from None
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
 
+    def _fetch(self, fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int, min_bytes: int,
+               max_bytes: int) -> list[ReplicaFetchResult | StratalogError]:
+        response = self._call(_fetch_request(fetches, max_wait_ms, min_bytes, max_bytes), FetchResponse,
+                              extra_timeout_s=max_wait_ms / 1000)
+        answers = {(topic.topic, p.partition_index): p for topic in response.responses for p in topic.partitions}
+        out: list[ReplicaFetchResult | StratalogError] = []
+        for tp, fetch in fetches:
+            data = answers.get((tp.topic, tp.partition))
+            if data is None:
+                raise ValueError(f"no answer for {tp}")
+            out.append(self._result(tp, fetch, data))
+        return out
+
     # -- answers -----------------------------------------------------------------------------
-    def _result(self, tp: TopicPartition, replica_id: int, data: Any) -> ReplicaFetchResult | StratalogError:
+    def _result(self, tp: TopicPartition, fetch: ReplicaFetch, data: Any) -> ReplicaFetchResult | StratalogError:
         code = ErrorCode(data.error_code)
         if code is ErrorCode.offset_out_of_range:
-            start, end = (self._list_offset(tp, replica_id, ts) for ts in (EARLIEST, LATEST))
+            try:
+                start, end = (self._list_offset(tp, fetch, ts) for ts in (EARLIEST, LATEST))
+            except StratalogError as error:   # the leadership moved meanwhile: this partition only
+                return error
             return ReplicaFetchResult(b"", data.high_watermark, start, end, out_of_range=True)
         if code is not ErrorCode.none:
-            return error_for_code(code.name.upper())(f"replica fetch of {tp} from {self.host}:{self.port}: "
-                                                     f"{code.name.upper()}")
+            return _error(code, f"replica fetch of {tp} from {self.host}:{self.port}")
         diverging = data.diverging_epoch
         return ReplicaFetchResult(
             bytes(data.records or b""), data.high_watermark, data.log_start_offset, -1,
             (diverging.epoch, diverging.end_offset) if diverging is not None and diverging.epoch >= 0 else None)
 
-    def _list_offset(self, tp: TopicPartition, replica_id: int, timestamp: int) -> int:
-        request = build(ListOffsetsRequest, {"replica_id": replica_id, "isolation_level": 0, "topics": [{
-            "name": tp.topic, "partitions": [{"partition_index": tp.partition, "current_leader_epoch": -1,
+    def _list_offset(self, tp: TopicPartition, fetch: ReplicaFetch, timestamp: int) -> int:
+        request = build(ListOffsetsRequest, {"replica_id": fetch.replica_id, "isolation_level": 0, "topics": [{
+            "name": tp.topic, "partitions": [{"partition_index": tp.partition,
+                                              "current_leader_epoch": fetch.current_leader_epoch,
                                               "timestamp": timestamp}]}]})
         response = self._call(request, ListOffsetsResponse)
         partition = response.topics[0].partitions[0]
-        if partition.error_code != ErrorCode.none:
-            raise ValueError(f"ListOffsets of {tp} from the leader: {ErrorCode(partition.error_code).name.upper()}")
+        code = ErrorCode(partition.error_code)
+        if code is not ErrorCode.none:
+            raise _error(code, f"ListOffsets of {tp} from {self.host}:{self.port}")
         return int(partition.offset)
 
     # -- the connection ----------------------------------------------------------------------
@@ -146,6 +166,11 @@ class KafkaLeaderSession:
         return sock
 
     def _authenticate(self, token: str) -> None:
+        versions = self._call(build(ApiVersionsRequest, {"client_software_name": "stratalog",
+                                                         "client_software_version": "replica-fetcher"}),
+                              ApiVersionsResponse)
+        if SASL_HANDSHAKE not in {key.api_key for key in versions.api_keys}:
+            return   # a leader without access control offers no SASL: the token is not needed there
         handshake = self._call(build(SaslHandshakeRequest, {"mechanism": "OAUTHBEARER"}), SaslHandshakeResponse)
         if handshake.error_code != ErrorCode.none:
             raise ValueError(f"SASL handshake: {ErrorCode(handshake.error_code).name.upper()} "
@@ -154,6 +179,11 @@ class KafkaLeaderSession:
         answer = self._call(build(SaslAuthenticateRequest, {"auth_bytes": message}), SaslAuthenticateResponse)
         if answer.error_code != ErrorCode.none:
             raise ValueError(f"SASL authentication: {answer.error_message or ErrorCode(answer.error_code).name}")
+
+
+def _error(code: ErrorCode, what: str) -> StratalogError:
+    name = code.name.upper()
+    return error_for_code(name)(f"{what}: {name}")
 
 
 def _fetch_request(fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int, min_bytes: int,

@@ -25,6 +25,7 @@ from stratalog.server.kafka.codec import Request, code_named, error_code, field,
 from stratalog.server.kafka.context import KafkaContext
 
 OFFSET_OUT_OF_RANGE = code_named("OFFSET_OUT_OF_RANGE")
+UNKNOWN_LEADER_EPOCH = code_named("UNKNOWN_LEADER_EPOCH")
 
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
@@ -66,5 +67,11 @@ def _partition(index: int, result: ReplicaFetchResult | StratalogError) -> dict[
         return {**entry, **marks, "error_code": OFFSET_OUT_OF_RANGE}
     if result.diverging_epoch is not None:
         epoch, end_offset = result.diverging_epoch
+        if epoch < 0:
+            # No epoch of this leader's is at or below the follower's: Kafka's wire has no way to say
+            # (-1, -1), the tagged field's default, which reads as no divergence; said as the
+            # follower naming an epoch this leader does not know. Not reachable while epochs fence
+            # (a log dir left from another incarnation of the topic gets here).
+            return {**entry, **marks, "error_code": UNKNOWN_LEADER_EPOCH}
         return {**entry, **marks, "diverging_epoch": {"epoch": epoch, "end_offset": end_offset}}
     return {**entry, **marks, "records": result.data}
