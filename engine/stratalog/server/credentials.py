@@ -20,7 +20,7 @@ TOKEN_REREAD_S = 30.0   # far under a projected token's renewal margin (12 min o
 @dataclass(frozen=True)
 class Credentials:
     """A bearer token read from a file (read again every ``TOKEN_REREAD_S``: the kubelet renews a
-    projected ServiceAccount token in place, at 80% of its lifetime) and the CA its https peers'
+    projected ServiceAccount token in place, at 80% of its lifetime) and the CA its TLS peers'
     certificates must chain to."""
 
     token_file: Path | None = None

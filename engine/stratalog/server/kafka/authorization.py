@@ -3,6 +3,7 @@
     Produce                                         produce on each topic
     Fetch, ListOffsets, OffsetsForLeaderEpoch,
     OffsetCommit, OffsetFetch                       consume on each topic
+    Fetch, ListOffsets with a replica id            replicate on each topic (a follower's)
     CreateTopics, DeleteTopics, CreatePartitions,
     IncrementalAlterConfigs (topics)                administer on each topic
     everything else (Metadata, the group

@@ -40,7 +40,7 @@ async def _one(ctx: KafkaContext, tp: TopicPartition, asked: Any, follower: bool
         if refusal is not None:
             raise refusal
         if follower:
-            raise NotLeaderOrFollowerError("replicas ask over the engines' HTTP replication API")
+            raise NotLeaderOrFollowerError("a follower learns where its log diverged from Fetch (KIP-320)")
         epoch, end_offset = await ctx.broker.end_offset_for_epoch(tp, asked.leader_epoch,
                                                                   field(asked, "current_leader_epoch", -1))
     except StratalogError as error:
