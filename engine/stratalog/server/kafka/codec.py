@@ -32,6 +32,7 @@ from kio.static.primitive import i32Timedelta
 
 from stratalog.broker.fetch import FetchIsolation, FileRegion
 from stratalog.server.access.model import ANONYMOUS, Principal
+from stratalog.server.kafka.frame_guard import check_frame
 from stratalog.common.errors import StratalogError
 
 NO_TOPIC_ID = uuid.UUID(int=0)                 # Kafka's "unknown topic id": the engine keeps none yet
@@ -74,6 +75,8 @@ def read_request(frame: bytes, *, client_host: str = "", principal: Principal = 
     api_version = int.from_bytes(frame[2:4], "big", signed=True)
     request_class, response_class = _classes(api_key, api_version)
     try:
+        # Lengths first: kio's reader aborts the process on an array too long to allocate.
+        check_frame(request_class, frame, check_frame(request_class.__header_schema__, frame))
         header, used = entity_reader(request_class.__header_schema__)(frame, 0)
         body, body_size = entity_reader(request_class)(frame, used)
     except Exception as error:   # kio's readers raise whatever the bytes provoke (struct, unicode, its own)

@@ -43,6 +43,7 @@ from stratalog.common.errors import StratalogError, error_for_code
 from stratalog.common.names import TopicPartition
 from stratalog.server.credentials import NO_CREDENTIALS, Credentials, TokenCache
 from stratalog.server.kafka.codec import build
+from stratalog.server.kafka.frame_guard import check_frame
 
 SCHEMES = {"kafka": False, "kafka+ssl": True}   # an endpoint's scheme → whether it is TLS
 EARLIEST, LATEST = -2, -1
@@ -144,6 +145,8 @@ class KafkaLeaderSession:
         correlation_id = next(self._correlation)
         sock.sendall(_frame(body, correlation_id, self.client_id))
         frame = _read_frame(sock)
+        # Lengths first: kio's reader aborts the process on an array too long to allocate.
+        check_frame(response_class, frame, check_frame(response_class.__header_schema__, frame))
         header, used = entity_reader(response_class.__header_schema__)(frame, 0)
         if header.correlation_id != correlation_id:
             raise ValueError(f"the answer is to request {header.correlation_id}, not {correlation_id}")
