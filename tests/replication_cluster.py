@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,3 +151,18 @@ class Engines:
         for server in self.servers.values():
             if server.proc is not None and server.proc.poll() is None:
                 server.terminate()
+
+
+def round_woken_by_an_append(session: Any, fetches: Sequence[tuple[TopicPartition, Any]], append: Any) -> list[Any]:
+    """A follower's round with nothing new waits (up to 30 s); ``append`` (an append to one of its
+    partitions) ends the wait. The round's answers, once it has ended, well before its 30 s."""
+    answer: dict[str, Any] = {}
+    waiting = threading.Thread(target=lambda: answer.update(r=session(fetches, 30_000, 1, 1 << 20)))
+    started = time.monotonic()
+    waiting.start()
+    time.sleep(0.5)
+    assert waiting.is_alive(), "the round answered before anything was appended"
+    append()
+    waiting.join(timeout=20)
+    assert not waiting.is_alive() and time.monotonic() - started < 20, "the append did not end the wait"
+    return list(answer["r"])

@@ -22,7 +22,7 @@ from kio.static.primitive import i32Timedelta
 import pytest
 
 from kafka_wire import closed_without_answer, connect, request_frame
-from replication_cluster import ClusterController, Engines
+from replication_cluster import ClusterController, Engines, round_woken_by_an_append
 from server_harness import kafka_batch
 from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
 from stratalog.common.errors import StratalogError
@@ -76,17 +76,9 @@ def test_a_kafka_fetch_from_a_replica_answers_each_partition_as_the_http_api_doe
         beyond = session([(TP, fetch(9))], 0, 1, MIB)[0]
         assert beyond.out_of_range and (beyond.log_start_offset, beyond.log_end_offset) == (0, 1)
         # A round with nothing new waits, and an append to any of its partitions ends the wait.
-        answer: dict[str, object] = {}
-        waiting = threading.Thread(target=lambda: answer.update(r=session(
-            [(TP, fetch(1, 0)), (TP1, fetch(1, 0))], 30_000, 1, MIB)))
-        started = time.monotonic()
-        waiting.start()
-        time.sleep(0.5)
-        assert waiting.is_alive()
-        assert leader.produce_raw("t", 1, batch).status_code == 200
-        waiting.join(timeout=20)
-        assert not waiting.is_alive() and time.monotonic() - started < 20
-        still, woken = answer["r"]
+        still, woken = round_woken_by_an_append(
+            session, [(TP, fetch(1, 0)), (TP1, fetch(1, 0))],
+            lambda: leader.produce_raw("t", 1, batch).raise_for_status())
         assert still.data == b"" and len(woken.data) == len(batch)
         session.close()
     finally:

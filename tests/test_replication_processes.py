@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from replication_cluster import Engines, ClusterController
+from replication_cluster import ClusterController, Engines, round_woken_by_an_append
 from server_harness import kafka_batch
 from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
 from stratalog.common.errors import StratalogError
@@ -393,17 +393,9 @@ def test_one_fetch_serves_every_followed_partition_each_with_its_own_answer(tmp_
         a, b = session([fetches[0], fetches[2]], 0, 1, 10)
         assert (len(a.data), len(b.data)) == (len(batch), 0) and b.log_end_offset == 1
         # A round with nothing new waits, and an append to any of its partitions ends the wait.
-        answer: dict[str, object] = {}
-        waiting = threading.Thread(target=lambda: answer.update(r=session(
-            [(TP, ReplicaFetch(1, 1, 0, 0, 1 << 20)), (tp1, ReplicaFetch(1, 1, 0, 0, 1 << 20))], 30_000, 1, 1 << 20)))
-        started = time.monotonic()
-        waiting.start()
-        time.sleep(0.5)
-        assert waiting.is_alive()
-        assert leader.produce_raw("t", 1, batch).status_code == 200
-        waiting.join(timeout=20)
-        assert not waiting.is_alive() and time.monotonic() - started < 20
-        still, woken = answer["r"]
+        still, woken = round_woken_by_an_append(
+            session, [(TP, ReplicaFetch(1, 1, 0, 0, 1 << 20)), (tp1, ReplicaFetch(1, 1, 0, 0, 1 << 20))],
+            lambda: leader.produce_raw("t", 1, batch).raise_for_status())
         assert still.data == b"" and len(woken.data) == len(batch) and woken.log_end_offset == 2
         # Bad input names the entry and the field.
         bad = requests.post(f"{leader.base}/v1/replication/fetch", timeout=10, json={
