@@ -26,7 +26,8 @@ from kafka.record.memory_records import MemoryRecords
 RECORD_BATCH = "application/vnd.kafka.record-batch"
 STARTUP_BOUND_S = 60.0
 _LISTENING = re.compile(r"listening on (https?://[^\s]+)")
-_KAFKA_LISTENING = re.compile(r"listening for (?:Kafka clients|followers \(replication only\)) on [^\s]+ \(advertised as ([^\s);]+)[;)]")
+_KAFKA_LISTENING = re.compile(r"listening for (?:Kafka clients|followers \(replication only\)) on [^\s]+ "
+                              r"\(advertised as ([^\s);]+)[;)]")
 # The ``stratalog`` console script, run with this interpreter (whatever venv the tests run in).
 STRATALOG = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())"]
 

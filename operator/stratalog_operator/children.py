@@ -126,7 +126,7 @@ def _access_args(options: AgentOptions, mounts: list[Json], volumes: list[Json])
                  "--replication-ca-file", f"{TLS_DIR}/ca.crt"]
     if options.authentication == "kubernetes":
         # The agent's own identity toward other agents: a token minted for the agents' audience,
-        # renewed by the kubelet (the agent reads the file again every 30 s and for each new connection).
+        # renewed by the kubelet (the agent reads the file again every 30 s, or for a new connection).
         mounts.append({"name": "replication-token", "mountPath": TOKEN_DIR, "readOnly": True})
         volumes.append({"name": "replication-token", "projected": {"sources": [{"serviceAccountToken": {
             "audience": options.token_audience, "expirationSeconds": 3600, "path": "token"}}]}})

@@ -72,7 +72,8 @@ def register(sub: Any) -> None:
                              "grant consume, produce, administer or replicate (docs/access.md)")
     parser.add_argument("--replication-token-file", type=Path, default=None, metavar="FILE",
                         help="with --broker-id: the token this engine presents to its leaders (it needs the "
-                             "replicate verb there); read again every 30 s over HTTP, at each new connection over Kafka")
+                             "replicate verb there); read again every 30 s over HTTP, for a new connection "
+                             "over Kafka")
     parser.add_argument("--replication-ca-file", type=Path, default=None, metavar="FILE",
                         help="with --broker-id: the CA of TLS leaders' certificates (https:// or kafka+ssl://)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])

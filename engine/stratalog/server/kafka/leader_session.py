@@ -4,9 +4,10 @@ The follower's fetcher thread asks its leader, in one Fetch (v12, KIP-320's last
 with its broker id as replica id, for every partition it follows there, on one connection kept
 open between rounds. Before the first request of a connection it authenticates with SASL
 OAUTHBEARER when it has a token and the leader's ApiVersions offers SASL, as a Kafka client of a
-SASL listener does; over TLS when the endpoint says so (``kafka+ssl://``). A partition answered OFFSET_OUT_OF_RANGE is followed by
-ListOffsets (earliest and latest, as a replica: the leader's log start and end) so that the
-follower can truncate to the leader's end or start again at its start.
+SASL listener does; over TLS when the endpoint says so (``kafka+ssl://``). A partition answered
+OFFSET_OUT_OF_RANGE is followed by ListOffsets (earliest and latest, as a replica: the leader's
+log start and end) so that the follower can truncate to the leader's end or start again at its
+start.
 
 This is a client on a plain blocking socket: it runs on the fetcher's thread, not on the
 engine's event loop. Any failure (refused, closed, garbled, timed out) closes the connection and
@@ -19,7 +20,6 @@ from __future__ import annotations
 import io
 import itertools
 import socket
-import ssl
 import struct
 import urllib.parse
 from collections.abc import Sequence
