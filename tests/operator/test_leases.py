@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from stratalog_operator.leases import (
     ADVERTISED_ANNOTATION,
     KAFKA_ADVERTISED_ANNOTATION,
+    KAFKA_REPLICA_FETCH_ANNOTATION,
     REJOINING_ANNOTATION,
     SHUTTING_DOWN_ANNOTATION,
     alive_logdirs,
@@ -60,20 +61,21 @@ def test_an_agent_in_controlled_shutdown_says_so_on_its_lease_and_a_later_renewa
     body = lease_body("dir-a", "ns", "a", 9000, T0, None)
     leaving = renewal("a", 9000, T0, None, leaving=True)["metadata"]["annotations"]
     assert leaving == {SHUTTING_DOWN_ANNOTATION: "true", REJOINING_ANNOTATION: None,
-                       KAFKA_ADVERTISED_ANNOTATION: None}
+                       KAFKA_ADVERTISED_ANNOTATION: None, KAFKA_REPLICA_FETCH_ANNOTATION: None}
     marked = {**body, "metadata": {**body["metadata"], "annotations": leaving}}
     assert shutting_down([marked, lease_body("dir-b", "ns", "b", 9000, T0, None)]) == {"dir-a"}
     # A merge patch's null removes the mark a previous process of this agent left.
     assert renewal("a", 9000, T0, "http://h:1")["metadata"]["annotations"] == {
         SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: None, ADVERTISED_ANNOTATION: "http://h:1",
-        KAFKA_ADVERTISED_ANNOTATION: None}
+        KAFKA_ADVERTISED_ANNOTATION: None, KAFKA_REPLICA_FETCH_ANNOTATION: None}
 
 
 def test_a_restarted_agent_says_it_is_rejoining_from_its_first_write_until_it_clears_the_mark():
     created = lease_body("dir-a", "ns", "a", 9000, T0, None, rejoining=True)
     assert created["metadata"]["annotations"] == {REJOINING_ANNOTATION: "true"}
     renewed = renewal("a", 9000, T0, None, rejoining=True)["metadata"]["annotations"]
-    assert renewed == {SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: "true", KAFKA_ADVERTISED_ANNOTATION: None}
+    assert renewed == {SHUTTING_DOWN_ANNOTATION: None, REJOINING_ANNOTATION: "true", KAFKA_ADVERTISED_ANNOTATION: None,
+                       KAFKA_REPLICA_FETCH_ANNOTATION: None}
     assert rejoining([created, lease_body("dir-b", "ns", "b", 9000, T0, None)]) == {"dir-a"}
     assert shutting_down([created]) == set()
     assert lease_body("dir-a", "ns", "a", 9000, T0, None)["metadata"]["annotations"] == {}
@@ -81,7 +83,9 @@ def test_a_restarted_agent_says_it_is_rejoining_from_its_first_write_until_it_cl
 
 def test_an_agent_with_a_kafka_listener_advertises_it_and_only_live_agents_are_listed_to_clients():
     created = lease_body("dir-a", "ns", "a", 9000, T0, None, kafka_advertised="dir-a.ns.svc:9092")
-    assert created["metadata"]["annotations"] == {KAFKA_ADVERTISED_ANNOTATION: "dir-a.ns.svc:9092"}
+    # ... and that it serves followers there (agents of earlier versions advertised it without).
+    assert created["metadata"]["annotations"] == {KAFKA_ADVERTISED_ANNOTATION: "dir-a.ns.svc:9092",
+                                                  KAFKA_REPLICA_FETCH_ANNOTATION: "true"}
     assert renewal("a", 9000, T0, None, kafka_advertised="dir-a.ns.svc:9092")["metadata"]["annotations"][
         KAFKA_ADVERTISED_ANNOTATION] == "dir-a.ns.svc:9092"
     lapsed = lease_body("dir-b", "ns", "b", 9000, T0 - timedelta(seconds=20), None, kafka_advertised="b:9092")
