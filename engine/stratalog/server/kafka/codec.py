@@ -1,9 +1,9 @@
 """Kafka's request and response frames, through kio's classes generated from Kafka's JSON schemas.
 
 Every API version is its own set of kio classes with its own fields. The handlers work on
-plain values -- dicts whose keys are the schema's field names -- and ``build`` turns them into
-the classes of the version the client asked for, leaving out what that version lacks and
-failing loudly on a field it needs that the handler did not give. Requests are read into kio's
+plain values -- dicts whose keys are the schema's field names -- which ``compiled_writer`` writes
+in the version the client asked for, leaving out what that version lacks and failing loudly on a
+field it needs that the handler did not give. Requests are read into kio's
 classes and handlers read them with ``field``, which gives a default for a field the version
 lacks.
 
@@ -13,25 +13,22 @@ Kafka's broker does with an ``InvalidRequestException``.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import functools
-import io
 import types
-import typing
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import kio.index
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.static.constants import EntityType
-from kio.static.primitive import i32Timedelta
 
 from stratalog.broker.fetch import FetchIsolation, FileRegion
 from stratalog.server.access.model import ANONYMOUS, Principal
+from stratalog.server.kafka.compiled_writer import write_frame
 from stratalog.server.kafka.frame_guard import check_frame
 from stratalog.common.errors import StratalogError
 
@@ -62,7 +59,7 @@ class Request:
     zero_copy: bool = False   # the connection sends file regions from the file (plaintext TCP)
 
 
-Piece = bytes | memoryview | FileRegion   # of a response frame, sent in order
+Piece = bytes | bytearray | memoryview | FileRegion   # of a response frame, sent in order
 
 
 def read_request(frame: bytes, *, client_host: str = "", principal: Principal = ANONYMOUS,
@@ -112,102 +109,8 @@ def _payload_class(module: types.ModuleType, kind: EntityType) -> Any:
 def write_response(request: Request, values: Mapping[str, Any]) -> list[Piece]:
     """The response frame, size prefix included, of ``values`` in the request's version, as the
     pieces to send in order: a fetch's record batches are sent from the buffers they were read
-    into, or from their files, not copied into the frame first."""
-    pieces = _Pieces()
-    pieces.write(b"\0\0\0\0")
-    frame = typing.cast(typing.IO[bytes], pieces)   # kio's writers only call write()
-    entity_writer(request.response_header)(frame, request.response_header(correlation_id=request.correlation_id))
-    entity_writer(request.response_class)(frame, build(request.response_class, values))
-    return pieces.close()
-
-
-class _Pieces:
-    """A writable for kio's writers that keeps large writes (record batches) and file regions as
-    they are and gathers the small ones (every other field) into buffers between them. kio writes
-    a records field as its length, then the value: a region passes through as it is."""
-
-    LARGE = 32 * 1024
-
-    def __init__(self) -> None:
-        self.pieces: list[Piece] = []
-        self.small = io.BytesIO()
-        self.size = 0
-
-    def write(self, data: Piece) -> int:
-        n = len(data)
-        self.size += n
-        if n >= self.LARGE or isinstance(data, FileRegion):
-            self._cut()
-            self.pieces.append(data)
-        else:
-            self.small.write(data)
-        return n
-
-    def _cut(self) -> None:
-        if self.small.tell():
-            self.pieces.append(self.small.getbuffer())
-            self.small = io.BytesIO()
-
-    def close(self) -> list[Piece]:
-        """The pieces, the first starting with the frame's size."""
-        self._cut()
-        first = self.pieces[0]
-        assert isinstance(first, memoryview) and len(first) >= 4   # the size prefix was written first, small
-        first[0:4] = (self.size - 4).to_bytes(4, "big")
-        return self.pieces
-
-
-def build(cls: Any, values: Mapping[str, Any]) -> Any:
-    """An instance of the kio class ``cls`` from plain values, nested dicts and lists included."""
-    kwargs: dict[str, Any] = {}
-    for name, required, convert in _plan(cls):
-        if name not in values:
-            if required:
-                raise KeyError(f"{cls.__module__}.{cls.__qualname__} needs {name!r}")
-            continue
-        kwargs[name] = convert(values[name])
-    return cls(**kwargs)
-
-
-Converter = Callable[[Any], Any]
-
-
-@functools.lru_cache(maxsize=None)
-def _plan(cls: Any) -> tuple[tuple[str, bool, Converter], ...]:
-    """Each field of a kio class: its name, whether it must be given, and how a plain value becomes
-    its type. Worked out once per class, not on every response (the introspection cost more than
-    the rest of a small answer)."""
-    return tuple((f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                  _converter(f.type, f.metadata.get("kafka_type")))
-                 for f in dataclasses.fields(cls))
-
-
-def _converter(annotation: Any, kafka_type: str | None) -> Converter:
-    annotation = _not_none(annotation)
-    if typing.get_origin(annotation) is tuple:
-        item = _converter(typing.get_args(annotation)[0], kafka_type)
-        return lambda value: None if value is None else tuple(item(v) for v in value)
-    if dataclasses.is_dataclass(annotation):
-        return lambda value: None if value is None else build(annotation, value)
-    if kafka_type == "error_code":
-        return lambda value: None if value is None else ErrorCode(value)
-    if kafka_type == "timedelta_i32":
-        return lambda value: None if value is None else i32Timedelta.parse(datetime.timedelta(milliseconds=value))
-    if kafka_type == "datetime_i64":
-        return lambda value: (None if value is None or value < 0
-                              else datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc))
-    return _unchanged
-
-
-def _unchanged(value: Any) -> Any:
-    return value
-
-
-def _not_none(annotation: Any) -> Any:
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0]
-    return annotation
+    into, or from their files, not copied into the frame first (``compiled_writer``)."""
+    return write_frame(request.response_header, request.response_class, request.correlation_id, values)
 
 
 def field(entity: Any, name: str, default: Any = None) -> Any:

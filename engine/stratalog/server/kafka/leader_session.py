@@ -42,7 +42,7 @@ from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
 from stratalog.common.errors import StratalogError, error_for_code
 from stratalog.common.names import TopicPartition
 from stratalog.server.credentials import NO_CREDENTIALS, Credentials, TokenCache
-from stratalog.server.kafka.codec import build
+from stratalog.server.kafka.entities import build
 from stratalog.server.kafka.frame_guard import check_frame
 
 SCHEMES = {"kafka": False, "kafka+ssl": True}   # an endpoint's scheme → whether it is TLS
