@@ -1,8 +1,8 @@
-"""The compiled response writer writes the bytes kio's own writer writes, faster.
+"""The compiled writer writes the bytes kio's own writer writes, faster.
 
-Every response class this listener offers, in every version it offers, and its response header:
-hypothesis makes up a kio entity, kio writes it, and the compiled writer writes the same entity
-given as the handlers give values (dicts, lists, ints). Record batches of 32 KiB or more and file
+Every request and response class this listener offers, in every version it offers, and their
+headers: hypothesis makes up a kio entity, kio writes it, and the compiled writer writes the same
+entity given as the handlers give values (dicts, lists, ints). Record batches of 32 KiB or more and file
 regions are pieces of their own, not copied into the frame.
 """
 
@@ -46,11 +46,11 @@ def compiled_bytes(cls, entity) -> bytes:
 @pytest.mark.parametrize("key, version", RESPONSES, ids=[f"api{k}-v{v}" for k, v in RESPONSES])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
-def test_every_offered_response_is_written_as_kio_writes_it(key, version, data):
-    cls = _classes(key, version)[1]
-    for entity_class in (cls, cls.__header_schema__):
-        entity = data.draw(st.from_type(entity_class))
-        assert compiled_bytes(entity_class, entity) == kio_bytes(entity_class, entity)
+def test_every_offered_request_and_response_is_written_as_kio_writes_it(key, version, data):
+    for cls in _classes(key, version):   # a follower writes requests, the listener responses
+        for entity_class in (cls, cls.__header_schema__):
+            entity = data.draw(st.from_type(entity_class))
+            assert compiled_bytes(entity_class, entity) == kio_bytes(entity_class, entity)
 
 
 @pytest.mark.parametrize("cls", NULLABLE_STRUCTS, ids=lambda cls: cls.__module__)

@@ -110,7 +110,8 @@ def write_response(request: Request, values: Mapping[str, Any]) -> list[Piece]:
     """The response frame, size prefix included, of ``values`` in the request's version, as the
     pieces to send in order: a fetch's record batches are sent from the buffers they were read
     into, or from their files, not copied into the frame first (``compiled_writer``)."""
-    return write_frame(request.response_header, request.response_class, request.correlation_id, values)
+    return write_frame(request.response_header, {"correlation_id": request.correlation_id}, request.response_class,
+                       values)
 
 
 def field(entity: Any, name: str, default: Any = None) -> Any:

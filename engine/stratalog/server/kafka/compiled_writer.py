@@ -1,13 +1,14 @@
-"""Kafka responses written straight from the handlers' plain values, by code made once per kio class.
+"""Kafka frames written straight from plain values, by code made once per kio class.
 
-kio's writers (0.6.5) are pure Python that walks its dataclasses field by field, after ``build``
-has made those dataclasses from the handlers' dicts: about 60 µs for a one-partition Fetch answer,
-the largest cost of answering a follower or a consumer after the read itself. This compiles each
-kio class, once, into a Python function (as ``dataclasses`` makes ``__init__``) that packs each
-run of fixed-width fields with one ``struct`` call and writes the bytes kio would write: field
-order, types, null markers and defaults are read from kio's classes with kio's own introspection.
-Tagged fields, few and mostly left at their defaults, are still written by kio's writers. The
-tests hold the two byte for byte over every response this listener offers.
+The listener's handlers answer with dicts keyed by the schema's field names, and a follower asks
+its leader the same way. kio's writers (0.6.5) are pure Python that walks its dataclasses field by
+field, after ``build`` has made those dataclasses from the dicts: about 60 µs for a one-partition
+Fetch answer, the largest cost of answering a follower or a consumer after the read. This
+compiles each kio class, once, into a Python function (as ``dataclasses`` makes ``__init__``)
+that packs each run of fixed-width fields with one ``struct`` call and writes the bytes kio would
+write: field order, types, null markers and defaults are read from kio's classes with kio's own
+introspection. Tagged fields, few and mostly left at their defaults, are still written by kio's
+writers. The tests hold the two byte for byte over every request and response this listener offers.
 
 Record batches of 32 KiB or more and file regions are not copied into the frame: they end the
 current buffer and are pieces of their own, sent as they are (a region from its file by sendfile).
@@ -55,11 +56,12 @@ _INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 _ZERO_UUID = bytes(16)
 
 
-def write_frame(header_class: Any, body_class: Any, correlation_id: int, values: Mapping[str, Any]) -> list[Any]:
-    """The response frame, size prefix included, as the pieces to send in order (bytearrays,
-    record batches as they were given, file regions)."""
+def write_frame(header_class: Any, header: Mapping[str, Any], body_class: Any, values: Mapping[str, Any]
+                ) -> list[Any]:
+    """A request or response frame, size prefix included, as the pieces to send in order
+    (bytearrays, record batches as they were given, file regions)."""
     pieces: list[Any] = []
-    buffer = entity_writer(header_class)(bytearray(4), pieces, {"correlation_id": correlation_id})
+    buffer = entity_writer(header_class)(bytearray(4), pieces, header)
     buffer = entity_writer(body_class)(buffer, pieces, values)
     if buffer:
         pieces.append(buffer)
@@ -121,6 +123,8 @@ class _Compiler:
                                       "_uuid": _uuid, "_nullable_millis": _nullable_millis,
                                       "_INT16": _INT16, "_INT32": _INT32}
         self.run: list[tuple[str, str]] = []   # fixed-width fields not yet packed: (struct code, expression)
+        # RequestHeader.client_id is a legacy nullable string in every header version (Kafka's exception)
+        self.legacy_client_id = entity_class.__name__ == "RequestHeader"
 
     def compile(self) -> EntityWriter:
         tagged = []
@@ -131,7 +135,7 @@ class _Compiler:
                 self._field(field)
         self._pack_run()
         if self.flexible:
-            self.lines.append(f"buf += {self._name('tags', _tag_writer(self.cls, tagged))}(v)" if tagged
+            self.lines.append(f"buf += {self._name('tags', _tag_writer(tagged))}(v)" if tagged
                               else "buf += b'\\x00'")
         body = "\n".join(f"    {line}" for line in self.lines) or "    pass"
         source = f"def write(buf, pieces, v):\n{body}\n    return buf\n"
@@ -165,7 +169,8 @@ class _Compiler:
                 return
             self._pack_run()
             self.lines.append(f"x = {value}")
-            self._sized("x", kafka_type, optional, self.lines, "")
+            legacy_client_id = self.legacy_client_id and field.name == "client_id"
+            self._sized("x", kafka_type, optional or legacy_client_id, self.lines, "", legacy=legacy_client_id)
             return
         self._pack_run()
         self.lines.append(f"x = {value}")
@@ -211,8 +216,10 @@ class _Compiler:
         else:
             self.lines.append(f"buf += _INT32.pack(-1 if {var} is None else len({var}))")
 
-    def _sized(self, var: str, kafka_type: str, optional: bool, lines: list[str], indent: str) -> None:
+    def _sized(self, var: str, kafka_type: str, optional: bool, lines: list[str], indent: str, *,
+               legacy: bool = False) -> None:
         """A string, bytes or records value: its size, then the value (null: size -1, or 0 when flexible)."""
+        flexible = self.flexible and not legacy
         if kafka_type == "string":
             data, length = f"{var}.encode()", _INT16
         elif kafka_type in ("bytes", "records"):
@@ -221,11 +228,11 @@ class _Compiler:
             raise TypeError(f"{self.cls.__qualname__}: kio type {kafka_type!r} is unknown here")
         inner = indent
         if optional:
-            null = "b'\\x00'" if self.flexible else f"{self._name('struct', length)}.pack(-1)"
+            null = "b'\\x00'" if flexible else f"{self._name('struct', length)}.pack(-1)"
             lines += [f"{indent}if {var} is None:", f"{indent}    buf += {null}", f"{indent}else:"]
             inner = indent + "    "
         lines.append(f"{inner}s = {data}")
-        if self.flexible:
+        if flexible:
             lines.append(f"{inner}buf += uvarint(len(s) + 1)")
         else:
             lines.append(f"{inner}buf += {self._name('struct', length)}.pack(len(s))")
@@ -237,12 +244,13 @@ class _Compiler:
                   f"{inner}else:", f"{inner}    buf += s"]
 
 
-def _tag_writer(entity_class: Any, tagged: list[dataclasses.Field[Any]]) -> Callable[[Mapping[str, Any]], bytes]:
+def _tag_writer(tagged: list[dataclasses.Field[Any]]) -> Callable[[Mapping[str, Any]], bytes]:
     """The tagged fields of a flexible class, by kio's writers: each one the values give that is not
     at its default, in the order of their tags, after their count."""
     plan = []
     for field in sorted(tagged, key=lambda f: f.metadata["tag"]):
-        plan.append((field.name, uvarint_type(field.metadata["tag"]), converter(field.type, field.metadata.get("kafka_type")),
+        plan.append((field.name, uvarint_type(field.metadata["tag"]),
+                     converter(field.type, field.metadata.get("kafka_type")),
                      get_field_writer(field, flexible=True, is_request_header=False, is_tag=True),
                      field.default, get_tagged_field_default(field)))
 

@@ -177,7 +177,8 @@ def _entity(entity_class: Any) -> Walk:
     for i, (name, run) in enumerate(plain):   # a run becomes a plain walk of its whole size
         if isinstance(run, _Run):
             plain[i] = (name, _fixed(run.size))
-    tagged_walks = {tag: (name, _fixed(walk) if isinstance(walk, int) else walk) for tag, (name, walk) in tagged.items()}
+    tagged_walks = {tag: (name, _fixed(walk) if isinstance(walk, int) else walk)
+                    for tag, (name, walk) in tagged.items()}
 
     def walk_entity(frame: bytes | bytearray | memoryview, position: int, end: int) -> int:
         for name, walk in plain:

@@ -17,7 +17,6 @@ gives one partition is that partition's answer, as over HTTP.
 
 from __future__ import annotations
 
-import io
 import itertools
 import socket
 import struct
@@ -36,13 +35,13 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from stratalog.broker.partition import ReplicaFetch, ReplicaFetchResult
 from stratalog.common.errors import StratalogError, error_for_code
 from stratalog.common.names import TopicPartition
 from stratalog.server.credentials import NO_CREDENTIALS, Credentials, TokenCache
-from stratalog.server.kafka.entities import build
+from stratalog.server.kafka.compiled_writer import write_frame
 from stratalog.server.kafka.frame_guard import check_frame
 
 SCHEMES = {"kafka": False, "kafka+ssl": True}   # an endpoint's scheme → whether it is TLS
@@ -99,7 +98,7 @@ class KafkaLeaderSession:
 
     def _fetch(self, fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int, min_bytes: int,
                max_bytes: int) -> list[ReplicaFetchResult | StratalogError]:
-        response = self._call(_fetch_request(fetches, max_wait_ms, min_bytes, max_bytes), FetchResponse,
+        response = self._call(FetchRequest, _fetch_request(fetches, max_wait_ms, min_bytes, max_bytes), FetchResponse,
                               extra_timeout_s=max_wait_ms / 1000)
         answers = {(topic.topic, p.partition_index): p for topic in response.responses for p in topic.partitions}
         out: list[ReplicaFetchResult | StratalogError] = []
@@ -127,11 +126,11 @@ class KafkaLeaderSession:
             (diverging.epoch, diverging.end_offset) if diverging is not None and diverging.epoch >= 0 else None)
 
     def _list_offset(self, tp: TopicPartition, fetch: ReplicaFetch, timestamp: int) -> int:
-        request = build(ListOffsetsRequest, {"replica_id": fetch.replica_id, "isolation_level": 0, "topics": [{
+        request = {"replica_id": fetch.replica_id, "isolation_level": 0, "topics": [{
             "name": tp.topic, "partitions": [{"partition_index": tp.partition,
                                               "current_leader_epoch": fetch.current_leader_epoch,
-                                              "timestamp": timestamp}]}]})
-        response = self._call(request, ListOffsetsResponse)
+                                              "timestamp": timestamp}]}]}
+        response = self._call(ListOffsetsRequest, request, ListOffsetsResponse)
         partition = response.topics[0].partitions[0]
         code = ErrorCode(partition.error_code)
         if code is not ErrorCode.none:
@@ -139,11 +138,14 @@ class KafkaLeaderSession:
         return int(partition.offset)
 
     # -- the connection ----------------------------------------------------------------------
-    def _call(self, body: Any, response_class: Any, *, extra_timeout_s: float = 0.0) -> Any:
+    def _call(self, request_class: Any, values: dict[str, Any], response_class: Any, *,
+              extra_timeout_s: float = 0.0) -> Any:
         sock = self._sock if self._sock is not None else self._connect()
         sock.settimeout(self.timeout_s + extra_timeout_s)
         correlation_id = next(self._correlation)
-        sock.sendall(_frame(body, correlation_id, self.client_id))
+        sock.sendall(b"".join(write_frame(request_class.__header_schema__, {
+            "request_api_key": request_class.__api_key__, "request_api_version": request_class.__version__,
+            "correlation_id": correlation_id, "client_id": self.client_id}, request_class, values)))
         frame = _read_frame(sock)
         # Lengths first: kio's reader aborts the process on an array too long to allocate.
         check_frame(response_class, frame, check_frame(response_class.__header_schema__, frame))
@@ -169,17 +171,16 @@ class KafkaLeaderSession:
         return sock
 
     def _authenticate(self, token: str) -> None:
-        versions = self._call(build(ApiVersionsRequest, {"client_software_name": "stratalog",
-                                                         "client_software_version": "replica-fetcher"}),
-                              ApiVersionsResponse)
+        versions = self._call(ApiVersionsRequest, {"client_software_name": "stratalog",
+                                                   "client_software_version": "replica-fetcher"}, ApiVersionsResponse)
         if SASL_HANDSHAKE not in {key.api_key for key in versions.api_keys}:
             return   # a leader without access control offers no SASL: the token is not needed there
-        handshake = self._call(build(SaslHandshakeRequest, {"mechanism": "OAUTHBEARER"}), SaslHandshakeResponse)
+        handshake = self._call(SaslHandshakeRequest, {"mechanism": "OAUTHBEARER"}, SaslHandshakeResponse)
         if handshake.error_code != ErrorCode.none:
             raise ValueError(f"SASL handshake: {ErrorCode(handshake.error_code).name.upper()} "
                              f"(the leader offers {list(handshake.mechanisms)})")
         message = f"n,,\x01auth=Bearer {token}\x01\x01".encode()
-        answer = self._call(build(SaslAuthenticateRequest, {"auth_bytes": message}), SaslAuthenticateResponse)
+        answer = self._call(SaslAuthenticateRequest, {"auth_bytes": message}, SaslAuthenticateResponse)
         if answer.error_code != ErrorCode.none:
             raise ValueError(f"SASL authentication: {answer.error_message or ErrorCode(answer.error_code).name}")
 
@@ -190,31 +191,18 @@ def _error(code: ErrorCode, what: str) -> StratalogError:
 
 
 def _fetch_request(fetches: Sequence[tuple[TopicPartition, ReplicaFetch]], max_wait_ms: int, min_bytes: int,
-                   max_bytes: int) -> Any:
+                   max_bytes: int) -> dict[str, Any]:
     by_topic: dict[str, list[dict[str, int]]] = {}
     for tp, fetch in fetches:
         by_topic.setdefault(tp.topic, []).append({
             "partition": tp.partition, "current_leader_epoch": fetch.current_leader_epoch,
             "fetch_offset": fetch.fetch_offset, "last_fetched_epoch": fetch.last_fetched_epoch,
             "log_start_offset": -1, "partition_max_bytes": fetch.max_bytes})
-    return build(FetchRequest, {
+    return {
         "replica_id": fetches[0][1].replica_id, "max_wait": max_wait_ms, "min_bytes": min_bytes,
         "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": FINAL_EPOCH,
         "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
-        "forgotten_topics_data": [], "rack_id": ""})
-
-
-def _frame(body: Any, correlation_id: int, client_id: str) -> bytes:
-    header_class = body.__header_schema__
-    out = io.BytesIO()
-    out.write(b"\0\0\0\0")
-    entity_writer(header_class)(out, header_class(request_api_key=body.__api_key__,
-                                                  request_api_version=body.__version__,
-                                                  correlation_id=correlation_id, client_id=client_id))
-    entity_writer(type(body))(out, body)
-    frame = out.getbuffer()
-    frame[0:4] = struct.pack(">i", len(frame) - 4)
-    return bytes(frame)
+        "forgotten_topics_data": [], "rack_id": ""}
 
 
 def _read_frame(sock: socket.socket) -> memoryview:
