@@ -45,6 +45,14 @@ def encode_varint(n: int) -> bytes:
             return _ONE_BYTE[v]
     if v < 0x4000:
         return bytes(((v & 0x7F) | 0x80, v >> 7))
+    return encode_unsigned_varint(v)
+
+
+def encode_unsigned_varint(v: int) -> bytes:
+    """LEB128 of a non-negative ``v``, without ZigZag: the Kafka protocol's unsigned varint (the
+    sizes and counts of flexible versions)."""
+    if v < 0x80:
+        return _ONE_BYTE[v]
     out = bytearray()
     while v >= 0x80:
         out.append((v & 0x7F) | 0x80)

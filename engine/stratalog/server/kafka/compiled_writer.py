@@ -41,6 +41,7 @@ from kio.serial.writers import write_tagged_field
 from kio.static.primitive import uvarint as uvarint_type
 
 from stratalog.broker.fetch import FileRegion
+from stratalog.records.varint import encode_unsigned_varint as uvarint
 from stratalog.server.kafka.entities import converter
 
 LARGE = 32 * 1024   # record batches this large are sent from their own buffer, not copied
@@ -51,7 +52,6 @@ EntityWriter = Callable[[bytearray, list[Any], Mapping[str, Any]], bytearray]
 _FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B", "uint16": "H", "uint32": "I",
           "uint64": "Q", "float64": "d", "bool": "?", "error_code": "h", "timedelta_i32": "i",
           "timedelta_i64": "q", "uuid": "16s", "datetime_i64": "q"}
-_SMALL = [bytes((n,)) for n in range(128)]
 _INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 _ZERO_UUID = bytes(16)
 
@@ -68,18 +68,6 @@ def write_frame(header_class: Any, header: Mapping[str, Any], body_class: Any, v
     first = pieces[0]   # a bytearray: the size prefix and the header open the first buffer
     first[0:4] = (sum(len(piece) for piece in pieces) - 4).to_bytes(4, "big")
     return pieces
-
-
-def uvarint(n: int) -> bytes:
-    """Kafka's unsigned varint."""
-    if n < 128:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _uuid(value: uuid.UUID | None) -> bytes:
