@@ -42,7 +42,9 @@ ProduceRequest v9 / FetchRequest v12 frames carrying the very same pre-built 16 
 (kafka-python's protocol classes encode and decode them), against ``stratalog serve`` driven by
 ``bench/service.py``'s aiohttp client (raw-batch POST, binary GET). Produce with acks=1 for
 ``--service-seconds``, then fetch 16 KiB at a time from offset 0 (starting over at the end) for
-as long; MiB/s and per-request p99 latency.
+as long; MiB/s and per-request p99 latency. Then the same ``stratalog serve`` is driven over its
+Kafka listener by the very driver and frames Kafka's broker was (the "over the Kafka protocol"
+rows, whose Kafka column is that broker's same run).
 
 Benchmarks print and record; they never assert on time (they do check that what they read
 back is complete).
@@ -55,6 +57,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -647,9 +650,29 @@ async def kafka_service(bootstrap: str, pid: int, topic: str, clients: int, seco
             conn.close()
 
 
-def start_stratalog_serve(directory: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``stratalog serve`` on a free loopback port, no periodic tasks, as bench/service.py starts it."""
-    return start_server(directory, log_path, env=_clean_env())
+def start_stratalog_serve(directory: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``stratalog serve`` on free loopback ports, no periodic tasks, as bench/service.py starts it, with its
+    Kafka listener: (process, API URL, Kafka address)."""
+    process, url = start_server(directory, log_path, env=_clean_env(), extra=("--kafka-listen", "127.0.0.1:0"))
+    deadline = time.monotonic() + 60
+    while (found := _KAFKA_LISTENING.search(log_path.read_text(errors="replace"))) is None:
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError(f"stratalog serve names no Kafka listener:\n{log_path.read_text(errors='replace')}")
+        time.sleep(0.05)
+    return process, url, found.group(1)
+
+
+_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s);]+)[;)]")
+
+
+async def create_stratalog_topic(base: str, topic: str, partitions: int) -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession(base) as session:
+        async with session.post("/v1/topics", json={"name": topic, "partitions": partitions}) as reply:
+            if reply.status != 201:
+                raise RuntimeError(f"creating {topic}: {reply.status} {await reply.text()}")
 
 
 async def stratalog_service(base: str, pid: int, topic: str, clients: int, seconds: float, fetch_bytes: int,
@@ -805,10 +828,15 @@ def service(work: Path, args: argparse.Namespace, libs: Path, figures: FigureSet
                 figures["kp_produce_p99"].add(side, informative["produce_p99_ms"])
                 figures["kp_fetch_mib"].add(side, informative["fetch_mib_s"])
             else:
-                process, url = start_stratalog_serve(base / "data", base / "serve.log")
+                process, url, kafka_address = start_stratalog_serve(base / "data", base / "serve.log")
                 try:
                     produce, fetch = asyncio.run(stratalog_service(url, process.pid, TOPIC, args.clients,
                                                                    args.service_seconds, SERVICE_FETCH_BYTES, pool))
+                    progress(f"[{rep + 1}/{args.repeats}] stratalog: service over its Kafka listener, Kafka's "
+                             f"driver, {args.service_seconds:g} s each")
+                    asyncio.run(create_stratalog_topic(url, f"{TOPIC}-wire", args.clients))
+                    wire = asyncio.run(kafka_service(kafka_address, process.pid, f"{TOPIC}-wire", args.clients,
+                                                     args.service_seconds, SERVICE_FETCH_BYTES, pool))
                 finally:
                     process.send_signal(signal.SIGTERM)
                     try:
@@ -825,8 +853,16 @@ def service(work: Path, args: argparse.Namespace, libs: Path, figures: FigureSet
             figures["fetch_p99"].add(side, fetch.p99_ms)
             figures["produce_client_cpu"].add(side, produce.client_cpu_s)
             figures["fetch_client_cpu"].add(side, fetch.client_cpu_s)
+            # Over the Kafka protocol both sides answer the very same requests: Kafka's run is its own row's.
+            wire_produce, wire_fetch = (produce, fetch) if side == "kafka" else wire
+            figures["wire_produce_mib"].add(side, wire_produce.mib_per_second, wire_produce.server_cpu_s)
+            figures["wire_produce_p99"].add(side, wire_produce.p99_ms)
+            figures["wire_fetch_mib"].add(side, wire_fetch.mib_per_second, wire_fetch.server_cpu_s)
+            figures["wire_fetch_p99"].add(side, wire_fetch.p99_ms)
             runs[side].append({"produce": asdict(produce), "fetch": asdict(fetch), "kafka_python": informative,
-                               "loadavg": machine.load_average()})
+                               "loadavg": machine.load_average(),
+                               **({"wire_produce": asdict(wire[0]), "wire_fetch": asdict(wire[1])}
+                                  if side == "stratalog" else {})})
             shutil.rmtree(base, ignore_errors=True)
 
 
@@ -856,6 +892,12 @@ def define_figures(args: argparse.Namespace, ceilings: machine.Ceilings) -> Figu
     figures.define("produce_p99", "service produce, p99 latency per request", "ms", False)
     figures.define("fetch_mib", f"service fetch, 16 KiB fetches, {clients}", "MiB/s", True)
     figures.define("fetch_p99", "service fetch, p99 latency per request", "ms", False)
+    figures.define("wire_produce_mib", f"service produce over the Kafka protocol, acks=1, 16 KiB batches, {clients}",
+                   "MiB/s", True)
+    figures.define("wire_produce_p99", "service produce over the Kafka protocol, p99 latency per request", "ms", False)
+    figures.define("wire_fetch_mib", f"service fetch over the Kafka protocol, 16 KiB fetches, {clients}", "MiB/s",
+                   True)
+    figures.define("wire_fetch_p99", "service fetch over the Kafka protocol, p99 latency per request", "ms", False)
     figures.define("produce_client_cpu", "service produce: client CPU (this process)", "CPU s", False)
     figures.define("fetch_client_cpu", "service fetch: client CPU (this process)", "CPU s", False)
     figures.define("kp_produce_mib", "informative: kafka-python KafkaProducer(batch_size=16384, linger_ms=5, acks=1), "
@@ -1049,7 +1091,8 @@ def markdown(result: dict[str, Any]) -> str:
                 else:
                     amounts.append(None)
             per = [f"{_num(a)} {f['unit'].split('/')[0]}" if a else "–" for a in amounts]
-        label = f"{f['label']}: server process" if f["key"] in ("produce_mib", "fetch_mib") else f["label"]
+        label = (f"{f['label']}: server process"
+                 if f["key"] in ("produce_mib", "fetch_mib", "wire_produce_mib", "wire_fetch_mib") else f["label"])
         lines.append(f"| {label} | {kc:.2f} | {sc:.2f} | {per[0]} | {per[1]} |")
     if result.get("errors"):
         lines += ["", "## Phases that failed", ""] + [f"* {name}: `{text.splitlines()[-1]}`"
@@ -1079,6 +1122,9 @@ def _walls(result: dict[str, Any], key: str, side: str) -> list[float]:
         return [r["read"]["seconds"] for r in d["append_open_read"][side]]
     if key in ("produce_mib", "fetch_mib") and "service" in d:
         return [r[key.split("_")[0]]["seconds"] for r in d["service"][side]]
+    if key in ("wire_produce_mib", "wire_fetch_mib") and "service" in d:
+        operation = key.split("_")[1]
+        return [r.get(f"wire_{operation}", r[operation])["seconds"] for r in d["service"][side]]
     if key.startswith("compact_"):
         phase = d.get(f"compaction_{key.split('_')[1]}")
         return [r["seconds"] for r in phase[side]] if phase else []
@@ -1139,7 +1185,10 @@ def caveats(result: dict[str, Any]) -> list[str]:
         "protocol classes encode and decode the frames (pure Python, in the client's time). Latency is "
         "per request, client side, including the client's own encode/decode. Before each measured Kafka run "
         "the broker serves the same produce + fetch loop on a warm-up topic for half as long (JIT warm-up); "
-        "stratalog serve is measured from its start. The stratalog driver issues bench/service.py's requests "
+        "stratalog serve is measured from its start. The rows \"over the Kafka protocol\" drive stratalog "
+        "serve's Kafka listener (plaintext, files sent by sendfile) with the very driver and frames that Kafka's "
+        "broker got, right after its HTTP run in the same process, on a topic of their own; their Kafka column "
+        "is the same Kafka run as the HTTP rows'. The stratalog driver issues bench/service.py's requests "
         "(raw-batch POST with acks=1, binary GET with maxBytes, next offset from X-Next-Offset) from its own "
         "copy in compare.py. Server CPU (second table) is the broker JVM's or the stratalog serve process's "
         "CPU time over each operation, client CPU this benchmark process's. The informative kafka-python "

@@ -169,10 +169,10 @@ class _LibraryFetcher(_LibraryWorker):
 
 
 # -- the API, against a stratalog serve subprocess ---------------------------------------------------
-def start_server(directory: Path, log_path: Path, env: dict[str, str] | None = None
+def start_server(directory: Path, log_path: Path, env: dict[str, str] | None = None, *, extra: tuple[str, ...] = ()
                  ) -> tuple[subprocess.Popen[bytes], str]:
     command = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())", "serve",
-               "--data-dir", str(directory), "--listen", "127.0.0.1:0", "--no-schedule"]
+               "--data-dir", str(directory), "--listen", "127.0.0.1:0", "--no-schedule", *extra]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 60
