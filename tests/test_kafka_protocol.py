@@ -34,7 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                      "1000", "--create-topic", f"{TOPIC}:3", "--create-topic", "http-in:1",
                      "--create-topic", "refusals:1", "--create-topic", "java:1",
                      "--create-topic", "idempotent:1", "--create-topic", "epochs:1",
-                     "--create-topic", "sendfile:1").start()
+                     "--create-topic", "sendfile:1", "--create-topic", "large:1").start()
     yield running
     assert running.terminate() == 0, running.log()
     assert "Traceback" not in running.log(), running.log()
@@ -354,6 +354,40 @@ def test_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor
         assert not fetch_at(server, 36, topic="sendfile", max_wait_ms=300, min_bytes=1).records
     # The answers' file regions were closed once sent (and those of reads not sent at once too).
     assert server.open_files(settle_to=descriptors) == descriptors
+
+
+def test_a_fetch_larger_than_the_socket_takes_at_once_arrives_whole_and_in_order(server: Server):
+    """The region goes straight from the file as far as the socket takes it; the rest follows once
+    the client reads (here only after the server's socket buffer has filled)."""
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.fetch.v12.response import FetchResponse
+    from kio.serial import entity_reader
+    from kio.static.primitive import i32Timedelta
+    import datetime
+
+    for i in range(24):
+        batch = kafka_batch([(b"k", bytes([i]) * (512 * 1024))])
+        assert server.post("/v1/topics/large/partitions/0/records", data=batch,
+                           headers={"Content-Type": RECORD_BATCH}).status_code == 200
+    stored = server.get("/v1/topics/large/partitions/0/records", params={"offset": 0, "maxBytes": 64 << 20},
+                        headers={"Accept": RECORD_BATCH}).content
+    assert len(stored) > 12 << 20
+    request = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=0)),
+                           min_bytes=1, max_bytes=64 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=(FetchTopic(topic="large", partitions=(FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=64 << 20),)),),
+                           forgotten_topics_data=(), rack_id="")
+    with connect(server.kafka_address(), timeout=30) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(request_frame(request, correlation_id=7))
+        time.sleep(0.5)
+        frame = read_frame(sock)
+    assert frame is not None
+    _, used = entity_reader(FetchResponse.__header_schema__)(frame, 0)
+    response, size = entity_reader(FetchResponse)(frame, used)
+    assert used + size == len(frame)
+    assert bytes(response.responses[0].partitions[0].records) == stored
 
 
 def end_of_epoch(server: Server, leader_epoch: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:
