@@ -36,7 +36,8 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any] | None:
             job = _refuse(denied[topic.name]) if topic.name in denied else \
                 _append(ctx, tp, data.records, acks, body.acks, now_ms)
             jobs.append((topic.name, data.index, job))
-    results = await asyncio.gather(*(job for _, _, job in jobs))
+    # One partition, as a producer's request to a leader mostly is: awaited here, not a task of its own.
+    results = [await jobs[0][2]] if len(jobs) == 1 else await asyncio.gather(*(job for _, _, job in jobs))
     if body.acks == 0:
         refused = [r for r in results if isinstance(r, StratalogError)]
         if refused:
