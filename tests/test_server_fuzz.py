@@ -55,6 +55,10 @@ CONFIG = SchemathesisConfig.from_dict({
         # end) refuse some schema-valid requests, by design with 400 / 413 / 416.
         "positive_data_acceptance": {"expected-statuses": ["2xx", "400", "404", "409", "413", "416"]},
     },
+    # This server has no broker id: it takes no part in replication, so the replication operations refuse
+    # any request, however well-formed, with NOT_LEADER_OR_FOLLOWER (421) -- there and only there.
+    "operations": [{"include-path-regex": "^/v1/replication/", "checks": {"positive_data_acceptance": {
+        "expected-statuses": ["2xx", "400", "404", "409", "413", "416", "421"]}}}],
 })
 # Built in-process from the same code that serves /v1/openapi.json (schemathesis' lazy fixture loader does
 # not run under pytest 9); the first test checks the served document is exactly this one.

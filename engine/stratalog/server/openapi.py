@@ -258,7 +258,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
                                                          "X-Log-End-Offset, X-Diverging-Epoch, X-Out-Of-Range",
                                           "content": {RECORD_BATCH: {"schema": {"type": "string",
                                                                                 "format": "binary"}}}},
-                                  **_errors(400, 404, 503)}},
+                                  **_errors(400, 404, 409, 421, 500, 503)}},
         },
         "/v1/replication/fetch": {
             "post": {"operationId": "replicaFetchMany", "tags": ["replication"],
