@@ -8,6 +8,10 @@ size past the frame's end is bad input. This walks a frame by its kio class (fie
 kio's own writers classify them) reading only lengths, and refuses such a frame with the path of
 the field, before kio sees it. Both ends use it: the listener on requests, a follower on its
 leader's answers.
+
+Every request passes here, so each kio class gets a walk of its own compiled once into Python
+(as ``compiled_writer`` does for writing): runs of fixed-size fields are one bounds check, and a
+field's path is put together only when a length does not fit.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.serial._introspect import (
@@ -28,7 +32,7 @@ from kio.serial._introspect import (
 )
 
 # (frame, position, end) → the position after the value; a FrameLengthError names its own field
-# on the way out, so no path is built for the frames that pass (nearly all of them).
+# on the way out.
 Walk = Callable[[bytes | bytearray | memoryview, int, int], int]
 
 FIXED_SIZES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
@@ -60,10 +64,8 @@ def check_frame(entity_class: Any, frame: bytes | bytearray | memoryview, offset
         raise error.within(entity_class.__name__) from None
 
 
-def _need(position: int, size: int, end: int, what: str) -> int:
-    if size < 0 or position + size > end:
-        raise FrameLengthError(f"{what} of {size} at byte {position}, with {end - position} left")
-    return position + size
+def _short(what: str, size: int, position: int, end: int) -> FrameLengthError:
+    return FrameLengthError(f"{what} of {size} at byte {position}, with {end - position} left")
 
 
 def _uvarint(frame: bytes | bytearray | memoryview, position: int, end: int) -> tuple[int, int]:
@@ -79,142 +81,203 @@ def _uvarint(frame: bytes | bytearray | memoryview, position: int, end: int) -> 
         shift += 7
 
 
-def _fixed(size: int) -> Walk:
-    def walk(frame: bytes | bytearray | memoryview, position: int, end: int) -> int:
-        return _need(position, size, end, "a value")
-    return walk
-
-
-def _sized(flexible: bool, legacy_width: int) -> Walk:
-    """A string, bytes or records: its size, then that many bytes (null: -1, or 0 when flexible)."""
-    legacy = _INT16 if legacy_width == 2 else _INT32
-
-    def walk(frame: bytes | bytearray | memoryview, position: int, end: int) -> int:
-        if flexible:
-            size_plus_one, position = _uvarint(frame, position, end)
-            size = size_plus_one - 1
-        else:
-            _need(position, legacy.size, end, "a size")
-            (size,) = legacy.unpack_from(frame, position)
-            position += legacy.size
-        return position if size == -1 else _need(position, size, end, "a string or bytes")
-    return walk
-
-
-def _array(flexible: bool, element: Walk) -> Walk:
-    def walk(frame: bytes | bytearray | memoryview, position: int, end: int) -> int:
-        if flexible:
-            count_plus_one, position = _uvarint(frame, position, end)
-            count = count_plus_one - 1
-        else:
-            _need(position, 4, end, "an array length")
-            (count,) = _INT32.unpack_from(frame, position)
-            position += 4
-        if count == -1:
-            return position
-        _need(position, count, end, "an array of elements (a byte each at least)")
-        for i in range(count):
-            try:
-                position = element(frame, position, end)
-            except FrameLengthError as error:
-                raise error.within(f"[{i}]") from None
-        return position
-    return walk
-
-
-def _nullable(inner: Walk) -> Walk:
-    """KIP-893's nullable struct: a marker byte (-1 null, 1 present), then the struct."""
-    def walk(frame: bytes | bytearray | memoryview, position: int, end: int) -> int:
-        _need(position, 1, end, "a null marker")
-        present = frame[position] != 0xFF
-        return inner(frame, position + 1, end) if present else position + 1
-    return walk
-
-
-def _field(field: dataclasses.Field[Any], flexible: bool, client_id: bool, tagged: bool) -> Walk | int:
-    """How to walk one field, or its size when that is fixed."""
-    kind = classify_field(field)
-    if client_id:   # RequestHeader.client_id: a legacy nullable string in every header version
-        inner: Walk | int = _sized(False, 2)
-    elif isinstance(kind, (EntityField, EntityTupleField)):
-        inner = _entity(kind.type_)
-        optional = type(None) in getattr(field.type, "__args__", ()) and not tagged
-        if isinstance(kind, EntityField) and optional:
-            inner = _nullable(inner)
-    else:
-        kafka_type = get_schema_field_type(field)
-        if kafka_type in FIXED_SIZES:
-            inner = FIXED_SIZES[kafka_type]
-        elif kafka_type == "string":
-            inner = _sized(flexible, 2)
-        elif kafka_type in ("bytes", "records"):
-            inner = _sized(flexible, 4)
-        else:
-            raise TypeError(f"{field.name}: kio type {kafka_type!r} is unknown here")
-    if isinstance(kind, (EntityTupleField, PrimitiveTupleField)):
-        return _array(flexible, _fixed(inner) if isinstance(inner, int) else inner)
-    return inner
+def _tagged_fields(frame: bytes | bytearray | memoryview, position: int, end: int,
+                   known: Mapping[int, tuple[str, Walk]]) -> int:
+    """A flexible entity's tagged fields: their count, then each tag, its size and its value."""
+    try:
+        count, position = _uvarint(frame, position, end)
+        if position + count > end:
+            raise _short("tagged fields (two bytes each at least)", count, position, end)
+        for _ in range(count):
+            tag, position = _uvarint(frame, position, end)
+            size, position = _uvarint(frame, position, end)
+            field_end = position + size
+            if field_end > end:
+                raise _short(f"tag {tag}: a tagged field", size, position, end)
+            field = known.get(tag)
+            if field is not None:   # read by kio: its lengths must fit in its own size
+                try:
+                    field[1](frame, position, field_end)
+                except FrameLengthError as error:
+                    raise error.within(field[0]) from None
+            position = field_end
+    except FrameLengthError as error:
+        if not error.path:
+            error.within(" (tagged fields)")
+        raise
+    return position
 
 
 @functools.lru_cache(maxsize=None)
 def _entity(entity_class: Any) -> Walk:
-    flexible = bool(entity_class.__flexible__)
-    header = entity_class.__name__ == "RequestHeader"
-    plain: list[tuple[str, Walk]] = []   # runs of fixed-size fields are one step, named by its first field
-    tagged: dict[int, tuple[str, Walk | int]] = {}
-    for field in dataclasses.fields(entity_class):
-        tag = get_field_tag(field)
-        walk = _field(field, flexible, header and field.name == "client_id", tag is not None)
-        if tag is not None:
-            tagged[tag] = (f".{field.name}", walk)
-        elif isinstance(walk, int):
-            if plain and isinstance(plain[-1][1], _Run):
-                plain[-1][1].size += walk
+    return _Compiler(entity_class).compile()
+
+
+class _Compiler:
+    """The source of one class's walk, and the names it refers to."""
+
+    def __init__(self, entity_class: Any) -> None:
+        self.cls = entity_class
+        self.flexible = bool(entity_class.__flexible__)
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {"FrameLengthError": FrameLengthError, "_short": _short, "_uvarint": _uvarint,
+                                      "_tagged_fields": _tagged_fields, "_INT16": _INT16, "_INT32": _INT32}
+        self.run: tuple[str, int] | None = None   # fixed-size fields not yet checked: (first name, size)
+
+    def compile(self) -> Walk:
+        header = self.cls.__name__ == "RequestHeader"
+        tagged: dict[int, tuple[str, Walk]] = {}
+        for field in dataclasses.fields(self.cls):
+            tag = get_field_tag(field)
+            if tag is not None:
+                tagged[tag] = (f".{field.name}", _field_walk(field, self.flexible))
             else:
-                plain.append((f".{field.name}", _Run(walk)))
+                self._field(field, legacy_string=header and field.name == "client_id")
+        self._check_run()
+        if self.flexible:
+            known = self._name("tags", tagged)
+            self.lines += ["f = ''", "if p < end and frame[p] == 0:", "    p += 1", "else:",
+                           f"    p = _tagged_fields(frame, p, end, {known})"]
+        body = "\n".join(f"        {line}" for line in self.lines) or "        pass"
+        source = (f"def walk(frame, p, end):\n    f = ''\n    try:\n{body}\n"
+                  "    except FrameLengthError as error:\n        raise error.within(f) from None\n    return p\n")
+        namespace = dict(self.names)
+        exec(compile(source, f"<frame guard of {self.cls.__module__}.{self.cls.__qualname__}>", "exec"), namespace)
+        walk: Walk = namespace["walk"]
+        return walk
+
+    def _name(self, hint: str, value: Any) -> str:
+        name = f"_{hint}{len(self.names)}"
+        self.names[name] = value
+        return name
+
+    def _check_run(self) -> None:
+        if self.run is not None:
+            name, size = self.run
+            self.lines += [f"f = {name!r}", f"p += {size}", "if p > end:",
+                           f"    raise _short('a value', {size}, p - {size}, end)"]
+            self.run = None
+
+    def _field(self, field: dataclasses.Field[Any], *, legacy_string: bool) -> None:
+        kind = classify_field(field)
+        name = f".{field.name}"
+        if isinstance(kind, (EntityField, EntityTupleField)):
+            self._check_run()
+            self.lines.append(f"f = {name!r}")
+            walk = self._name("walk", _entity(kind.type_))
+            if isinstance(kind, EntityTupleField):
+                self._count("an array length")
+                self.lines += ["if n != -1:",
+                               "    if n < 0 or p + n > end:",
+                               "        raise _short('an array of elements (a byte each at least)', n, p, end)",
+                               "    for i in range(n):",
+                               "        try:",
+                               f"            p = {walk}(frame, p, end)",
+                               "        except FrameLengthError as error:",
+                               "            raise error.within(f'[{i}]') from None"]
+            elif type(None) in getattr(field.type, "__args__", ()):   # KIP-893's nullable struct: a marker byte
+                self.lines += ["if p >= end:", "    raise _short('a null marker', 1, p, end)",
+                               "if frame[p] == 0xFF:", "    p += 1", "else:", f"    p = {walk}(frame, p + 1, end)"]
+            else:
+                self.lines.append(f"p = {walk}(frame, p, end)")
+            return
+        kafka_type = get_schema_field_type(field)
+        if kafka_type in FIXED_SIZES and not isinstance(kind, PrimitiveTupleField):
+            first, size = self.run if self.run is not None else (name, 0)
+            self.run = (first, size + FIXED_SIZES[kafka_type])
+            return
+        self._check_run()
+        self.lines.append(f"f = {name!r}")
+        if isinstance(kind, PrimitiveTupleField):
+            self._count("an array length")
+            self.lines += ["if n != -1:",
+                           "    if n < 0 or p + n > end:",
+                           "        raise _short('an array of elements (a byte each at least)', n, p, end)",
+                           "    for i in range(n):",
+                           "        try:",
+                           f"            p = {self._name('walk', _primitive_walk(kafka_type, self.flexible))}"
+                           "(frame, p, end)",
+                           "        except FrameLengthError as error:",
+                           "            raise error.within(f'[{i}]') from None"]
+            return
+        self.lines += _sized_lines(kafka_type, self.flexible and not legacy_string, self.cls.__qualname__)
+
+    def _count(self, what: str) -> None:
+        """An array's count into ``n`` (-1: null)."""
+        if self.flexible:
+            self.lines += ["if p < end and frame[p] < 0x80:", "    n = frame[p] - 1", "    p += 1", "else:",
+                           "    n, p = _uvarint(frame, p, end)", "    n -= 1"]
         else:
-            plain.append((f".{field.name}", walk))
-    for i, (name, run) in enumerate(plain):   # a run becomes a plain walk of its whole size
-        if isinstance(run, _Run):
-            plain[i] = (name, _fixed(run.size))
-    tagged_walks = {tag: (name, _fixed(walk) if isinstance(walk, int) else walk)
-                    for tag, (name, walk) in tagged.items()}
+            self.lines += ["if p + 4 > end:", f"    raise _short({what!r}, 4, p, end)",
+                           "n = _INT32.unpack_from(frame, p)[0]", "p += 4"]
 
-    def walk_entity(frame: bytes | bytearray | memoryview, position: int, end: int) -> int:
-        for name, walk in plain:
+
+def _sized_lines(kafka_type: str, flexible: bool, owner: str) -> list[str]:
+    """A string, bytes or records: its size into ``n``, then that many bytes (null: -1, or 0 when flexible)."""
+    if kafka_type == "string":
+        width, legacy = 2, "_INT16"
+    elif kafka_type in ("bytes", "records"):
+        width, legacy = 4, "_INT32"
+    else:
+        raise TypeError(f"{owner}: kio type {kafka_type!r} is unknown here")
+    if flexible:
+        lines = ["if p < end and frame[p] < 0x80:", "    n = frame[p] - 1", "    p += 1", "else:",
+                 "    n, p = _uvarint(frame, p, end)", "    n -= 1"]
+    else:
+        lines = [f"if p + {width} > end:", f"    raise _short('a size', {width}, p, end)",
+                 f"n = {legacy}.unpack_from(frame, p)[0]", f"p += {width}"]
+    return lines + ["if n != -1:", "    if n < 0 or p + n > end:",
+                    "        raise _short('a string or bytes', n, p, end)", "    p += n"]
+
+
+def _primitive_walk(kafka_type: str, flexible: bool) -> Walk:
+    """One element of an array of primitives, or one tagged primitive field."""
+    size = FIXED_SIZES.get(kafka_type)
+    if size is not None:
+        def fixed(frame: bytes | bytearray | memoryview, p: int, end: int) -> int:
+            if p + size > end:
+                raise _short("a value", size, p, end)
+            return p + size
+        return fixed
+    namespace: dict[str, Any] = {"FrameLengthError": FrameLengthError, "_short": _short, "_uvarint": _uvarint,
+                                 "_INT16": _INT16, "_INT32": _INT32}
+    body = "\n".join(f"    {line}" for line in _sized_lines(kafka_type, flexible, kafka_type))
+    exec(compile(f"def walk(frame, p, end):\n{body}\n    return p\n", f"<frame guard of a {kafka_type}>", "exec"),
+         namespace)
+    walk: Walk = namespace["walk"]
+    return walk
+
+
+def _field_walk(field: dataclasses.Field[Any], flexible: bool) -> Walk:
+    """A tagged field's value (tagged fields are never nullable structs: their absence is their null)."""
+    kind = classify_field(field)
+    if isinstance(kind, (EntityField, EntityTupleField)):
+        inner = _entity(kind.type_)
+        if isinstance(kind, EntityField):
+            return inner
+        return _array(flexible, inner)
+    element = _primitive_walk(get_schema_field_type(field), flexible)
+    return _array(flexible, element) if isinstance(kind, PrimitiveTupleField) else element
+
+
+def _array(flexible: bool, element: Walk) -> Walk:
+    def walk(frame: bytes | bytearray | memoryview, p: int, end: int) -> int:
+        if flexible:
+            n, p = _uvarint(frame, p, end)
+            n -= 1
+        else:
+            if p + 4 > end:
+                raise _short("an array length", 4, p, end)
+            n = _INT32.unpack_from(frame, p)[0]
+            p += 4
+        if n == -1:
+            return p
+        if n < 0 or p + n > end:
+            raise _short("an array of elements (a byte each at least)", n, p, end)
+        for i in range(n):
             try:
-                position = walk(frame, position, end)
+                p = element(frame, p, end)
             except FrameLengthError as error:
-                raise error.within(name) from None
-        if not flexible:
-            return position
-        try:
-            count, position = _uvarint(frame, position, end)
-            _need(position, count, end, "tagged fields (two bytes each at least)")
-            for _ in range(count):
-                tag, position = _uvarint(frame, position, end)
-                size, position = _uvarint(frame, position, end)
-                field_end = _need(position, size, end, f"tag {tag}: a tagged field")
-                known = tagged_walks.get(tag)
-                if known is not None:   # read by kio: its lengths must fit in its own size
-                    try:
-                        known[1](frame, position, field_end)
-                    except FrameLengthError as error:
-                        raise error.within(known[0]) from None
-                position = field_end
-        except FrameLengthError as error:
-            if not error.path:
-                error.within(" (tagged fields)")
-            raise
-        return position
-    return walk_entity
-
-
-class _Run:
-    """Consecutive fixed-size fields, while an entity's walk is put together."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-
-    def __call__(self, frame: bytes | bytearray | memoryview, position: int, end: int) -> int:
-        raise AssertionError("a run is replaced by a plain walk before use")
+                raise error.within(f"[{i}]") from None
+        return p
+    return walk
