@@ -90,7 +90,7 @@ def test_a_large_record_batch_and_a_file_region_are_pieces_of_their_own(tmp_path
 def test_a_value_the_version_needs_and_the_handler_left_out_is_named():
     answer = fetch_answer(b"")
     del answer["responses"][0]["partitions"][0]["high_watermark"]
-    with pytest.raises(KeyError, match="high_watermark"):
+    with pytest.raises(KeyError, match=r"kio\.schema\.fetch\.v12\.response\.PartitionData needs 'high_watermark'"):
         write_response(Request(1, 12, 7, None, None, FetchResponse, FetchResponse.__header_schema__), answer)
 
 

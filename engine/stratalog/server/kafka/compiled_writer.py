@@ -42,6 +42,7 @@ from kio.static.primitive import uvarint as uvarint_type
 
 from stratalog.broker.fetch import FileRegion
 from stratalog.records.varint import encode_unsigned_varint as uvarint
+from stratalog.server.kafka.codegen import FunctionSource
 from stratalog.server.kafka.entities import converter
 
 LARGE = 32 * 1024   # record batches this large are sent from their own buffer, not copied
@@ -54,6 +55,10 @@ _FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B", "
           "timedelta_i64": "q", "uuid": "16s", "datetime_i64": "q"}
 _INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 _ZERO_UUID = bytes(16)
+
+
+class MissingField(KeyError):
+    """A field the version needs that the handler's values do not have (a bug of the handler's)."""
 
 
 def write_frame(header_class: Any, header: Mapping[str, Any], body_class: Any, values: Mapping[str, Any]
@@ -100,16 +105,16 @@ def entity_writer(entity_class: Any) -> EntityWriter:
     return _Compiler(entity_class).compile()
 
 
-class _Compiler:
+class _Compiler(FunctionSource):
     """The source of one class's writer, and the names it refers to."""
 
     def __init__(self, entity_class: Any) -> None:
+        super().__init__(f"kafka writer of {entity_class.__module__}.{entity_class.__qualname__}",
+                         {"FileRegion": FileRegion, "LARGE": LARGE, "MissingField": MissingField, "uvarint": uvarint,
+                          "_uuid": _uuid,
+                          "_nullable_millis": _nullable_millis, "_INT16": _INT16, "_INT32": _INT32})
         self.cls = entity_class
         self.flexible = bool(entity_class.__flexible__)
-        self.lines: list[str] = []
-        self.names: dict[str, Any] = {"FileRegion": FileRegion, "LARGE": LARGE, "uvarint": uvarint,
-                                      "_uuid": _uuid, "_nullable_millis": _nullable_millis,
-                                      "_INT16": _INT16, "_INT32": _INT32}
         self.run: list[tuple[str, str]] = []   # fixed-width fields not yet packed: (struct code, expression)
         # RequestHeader.client_id is a legacy nullable string in every header version (Kafka's exception)
         self.legacy_client_id = entity_class.__name__ == "RequestHeader"
@@ -123,19 +128,16 @@ class _Compiler:
                 self._field(field)
         self._pack_run()
         if self.flexible:
-            self.lines.append(f"buf += {self._name('tags', _tag_writer(tagged))}(v)" if tagged
+            self.lines.append(f"buf += {self.name('tags', _tag_writer(tagged))}(v)" if tagged
                               else "buf += b'\\x00'")
-        body = "\n".join(f"    {line}" for line in self.lines) or "    pass"
-        source = f"def write(buf, pieces, v):\n{body}\n    return buf\n"
-        namespace = dict(self.names)
-        exec(compile(source, f"<kafka writer of {self.cls.__module__}.{self.cls.__qualname__}>", "exec"), namespace)
-        writer: EntityWriter = namespace["write"]
+        # A field the version needs and the handler left out: named with its class, once, at the innermost.
+        writer: EntityWriter = self.make("write(buf, pieces, v)", head=["try:"], indent=2, tail=[
+            "except MissingField:", "    raise",
+            "except KeyError as missing:",
+            f"    raise MissingField(f'{self.cls.__module__}.{self.cls.__qualname__} needs {{missing.args[0]!r}}')"
+            " from None",
+            "return buf"])
         return writer
-
-    def _name(self, hint: str, value: Any) -> str:
-        name = f"_{hint}{len(self.names)}"
-        self.names[name] = value
-        return name
 
     def _value(self, field: dataclasses.Field[Any]) -> str:
         if field.default is not dataclasses.MISSING:
@@ -144,7 +146,7 @@ class _Compiler:
             default = field.default_factory()
         else:   # required: a missing value is the handler's mistake, named by the KeyError
             return f"v[{field.name!r}]"
-        return f"v.get({field.name!r}, {self._name('default', plain(default))})"
+        return f"v.get({field.name!r}, {self.name('default', plain(default))})"
 
     def _field(self, field: dataclasses.Field[Any]) -> None:
         kind = classify_field(field)
@@ -163,7 +165,7 @@ class _Compiler:
         self._pack_run()
         self.lines.append(f"x = {value}")
         if isinstance(kind, EntityField):
-            write = self._name("entity", entity_writer(kind.type_))
+            write = self.name("entity", entity_writer(kind.type_))
             if optional:   # KIP-893's nullable struct: a marker byte, then the struct
                 self.lines += ["if x is None:", "    buf += b'\\xff'", "else:", "    buf += b'\\x01'",
                                f"    buf = {write}(buf, pieces, x)"]
@@ -174,12 +176,12 @@ class _Compiler:
         self.lines.append("if x is not None:")
         self.lines.append("    for i in x:")
         if isinstance(kind, EntityTupleField):
-            self.lines.append(f"        buf = {self._name('entity', entity_writer(kind.type_))}(buf, pieces, i)")
+            self.lines.append(f"        buf = {self.name('entity', entity_writer(kind.type_))}(buf, pieces, i)")
             return
         kafka_type = get_schema_field_type(field)
         if kafka_type in _FIXED:
             item = struct.Struct(">" + _FIXED[kafka_type])
-            self.lines.append(f"        buf += {self._name('struct', item)}.pack("
+            self.lines.append(f"        buf += {self.name('struct', item)}.pack("
                               f"{self._fixed_expression(kafka_type, 'i', False)})")
         else:
             self._sized("i", kafka_type, False, self.lines, "        ")
@@ -195,7 +197,7 @@ class _Compiler:
     def _pack_run(self) -> None:
         if self.run:
             packer = struct.Struct(">" + "".join(code for code, _ in self.run))
-            self.lines.append(f"buf += {self._name('struct', packer)}.pack({', '.join(e for _, e in self.run)})")
+            self.lines.append(f"buf += {self.name('struct', packer)}.pack({', '.join(e for _, e in self.run)})")
             self.run = []
 
     def _array_length(self, var: str) -> None:
@@ -216,14 +218,14 @@ class _Compiler:
             raise TypeError(f"{self.cls.__qualname__}: kio type {kafka_type!r} is unknown here")
         inner = indent
         if optional:
-            null = "b'\\x00'" if flexible else f"{self._name('struct', length)}.pack(-1)"
+            null = "b'\\x00'" if flexible else f"{self.name('struct', length)}.pack(-1)"
             lines += [f"{indent}if {var} is None:", f"{indent}    buf += {null}", f"{indent}else:"]
             inner = indent + "    "
         lines.append(f"{inner}s = {data}")
         if flexible:
             lines.append(f"{inner}buf += uvarint(len(s) + 1)")
         else:
-            lines.append(f"{inner}buf += {self._name('struct', length)}.pack(len(s))")
+            lines.append(f"{inner}buf += {self.name('struct', length)}.pack(len(s))")
         if kafka_type == "string":
             lines.append(f"{inner}buf += s")
             return

@@ -20,6 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
+
 def build(cls: Any, values: Mapping[str, Any]) -> Any:
     """An instance of the kio class ``cls`` from plain values, nested dicts and lists included."""
     kwargs: dict[str, Any] = {}
@@ -46,6 +47,7 @@ def _plan(cls: Any) -> tuple[tuple[str, bool, Converter], ...]:
 
 
 def converter(annotation: Any, kafka_type: str | None) -> Converter:
+    """How a plain value becomes the kio type of a field annotated ``annotation``."""
     annotation = _not_none(annotation)
     if typing.get_origin(annotation) is tuple:
         item = converter(typing.get_args(annotation)[0], kafka_type)

@@ -31,6 +31,8 @@ from kio.serial._introspect import (
     get_schema_field_type,
 )
 
+from stratalog.server.kafka.codegen import FunctionSource
+
 # (frame, position, end) → the position after the value; a FrameLengthError names its own field
 # on the way out.
 Walk = Callable[[bytes | bytearray | memoryview, int, int], int]
@@ -113,15 +115,17 @@ def _entity(entity_class: Any) -> Walk:
     return _Compiler(entity_class).compile()
 
 
-class _Compiler:
+_NAMES = {"FrameLengthError": FrameLengthError, "_short": _short, "_uvarint": _uvarint,
+          "_tagged_fields": _tagged_fields, "_INT16": _INT16, "_INT32": _INT32}
+
+
+class _Compiler(FunctionSource):
     """The source of one class's walk, and the names it refers to."""
 
     def __init__(self, entity_class: Any) -> None:
+        super().__init__(f"frame guard of {entity_class.__module__}.{entity_class.__qualname__}", _NAMES)
         self.cls = entity_class
         self.flexible = bool(entity_class.__flexible__)
-        self.lines: list[str] = []
-        self.names: dict[str, Any] = {"FrameLengthError": FrameLengthError, "_short": _short, "_uvarint": _uvarint,
-                                      "_tagged_fields": _tagged_fields, "_INT16": _INT16, "_INT32": _INT32}
         self.run: tuple[str, int] | None = None   # fixed-size fields not yet checked: (first name, size)
 
     def compile(self) -> Walk:
@@ -135,21 +139,13 @@ class _Compiler:
                 self._field(field, legacy_string=header and field.name == "client_id")
         self._check_run()
         if self.flexible:
-            known = self._name("tags", tagged)
+            known = self.name("tags", tagged)
             self.lines += ["f = ''", "if p < end and frame[p] == 0:", "    p += 1", "else:",
                            f"    p = _tagged_fields(frame, p, end, {known})"]
-        body = "\n".join(f"        {line}" for line in self.lines) or "        pass"
-        source = (f"def walk(frame, p, end):\n    f = ''\n    try:\n{body}\n"
-                  "    except FrameLengthError as error:\n        raise error.within(f) from None\n    return p\n")
-        namespace = dict(self.names)
-        exec(compile(source, f"<frame guard of {self.cls.__module__}.{self.cls.__qualname__}>", "exec"), namespace)
-        walk: Walk = namespace["walk"]
+        walk: Walk = self.make("walk(frame, p, end)", head=["f = ''", "try:"], indent=2,
+                               tail=["except FrameLengthError as error:", "    raise error.within(f) from None",
+                                     "return p"])
         return walk
-
-    def _name(self, hint: str, value: Any) -> str:
-        name = f"_{hint}{len(self.names)}"
-        self.names[name] = value
-        return name
 
     def _check_run(self) -> None:
         if self.run is not None:
@@ -164,17 +160,9 @@ class _Compiler:
         if isinstance(kind, (EntityField, EntityTupleField)):
             self._check_run()
             self.lines.append(f"f = {name!r}")
-            walk = self._name("walk", _entity(kind.type_))
+            walk = self.name("walk", _entity(kind.type_))
             if isinstance(kind, EntityTupleField):
-                self._count("an array length")
-                self.lines += ["if n != -1:",
-                               "    if n < 0 or p + n > end:",
-                               "        raise _short('an array of elements (a byte each at least)', n, p, end)",
-                               "    for i in range(n):",
-                               "        try:",
-                               f"            p = {walk}(frame, p, end)",
-                               "        except FrameLengthError as error:",
-                               "            raise error.within(f'[{i}]') from None"]
+                self._array(walk)
             elif type(None) in getattr(field.type, "__args__", ()):   # KIP-893's nullable struct: a marker byte
                 self.lines += ["if p >= end:", "    raise _short('a null marker', 1, p, end)",
                                "if frame[p] == 0xFF:", "    p += 1", "else:", f"    p = {walk}(frame, p + 1, end)"]
@@ -189,18 +177,21 @@ class _Compiler:
         self._check_run()
         self.lines.append(f"f = {name!r}")
         if isinstance(kind, PrimitiveTupleField):
-            self._count("an array length")
-            self.lines += ["if n != -1:",
-                           "    if n < 0 or p + n > end:",
-                           "        raise _short('an array of elements (a byte each at least)', n, p, end)",
-                           "    for i in range(n):",
-                           "        try:",
-                           f"            p = {self._name('walk', _primitive_walk(kafka_type, self.flexible))}"
-                           "(frame, p, end)",
-                           "        except FrameLengthError as error:",
-                           "            raise error.within(f'[{i}]') from None"]
+            self._array(self.name("walk", _primitive_walk(kafka_type, self.flexible)))
             return
         self.lines += _sized_lines(kafka_type, self.flexible and not legacy_string, self.cls.__qualname__)
+
+    def _array(self, element: str) -> None:
+        """An array's count, then each element by the walk named ``element``."""
+        self._count("an array length")
+        self.lines += ["if n != -1:",
+                       "    if n < 0 or p + n > end:",
+                       "        raise _short('an array of elements (a byte each at least)', n, p, end)",
+                       "    for i in range(n):",
+                       "        try:",
+                       f"            p = {element}(frame, p, end)",
+                       "        except FrameLengthError as error:",
+                       "            raise error.within(f'[{i}]') from None"]
 
     def _count(self, what: str) -> None:
         """An array's count into ``n`` (-1: null)."""
@@ -239,12 +230,9 @@ def _primitive_walk(kafka_type: str, flexible: bool) -> Walk:
                 raise _short("a value", size, p, end)
             return p + size
         return fixed
-    namespace: dict[str, Any] = {"FrameLengthError": FrameLengthError, "_short": _short, "_uvarint": _uvarint,
-                                 "_INT16": _INT16, "_INT32": _INT32}
-    body = "\n".join(f"    {line}" for line in _sized_lines(kafka_type, flexible, kafka_type))
-    exec(compile(f"def walk(frame, p, end):\n{body}\n    return p\n", f"<frame guard of a {kafka_type}>", "exec"),
-         namespace)
-    walk: Walk = namespace["walk"]
+    source = FunctionSource(f"frame guard of a {kafka_type}", _NAMES)
+    source.lines += _sized_lines(kafka_type, flexible, kafka_type)
+    walk: Walk = source.make("walk(frame, p, end)", tail=["return p"])
     return walk
 
 
