@@ -3,9 +3,10 @@
 When nothing written before waits in the transport's buffer, the region goes straight from its
 file to the socket with ``os.sendfile``, for as much as the socket takes at once: a consumer's or
 follower's fetch is usually sent whole that way. ``loop.sendfile``, which waits for what was
-written before to go and then for the socket to take the rest, costs an ``fstat``, two ``lseek``
-and two ``epoll_ctl`` calls per region besides, and its waits a task each; it sends what the
-socket did not take at once.
+written before to go and then for the socket to take the rest, costs an ``fstat``, two ``lseek``,
+two ``epoll_ctl`` calls and a task per region besides; it sends what the socket did not take at
+once, and all of a region on a TLS connection (through the encryption: the callers send regions
+on plaintext connections only, where sendfile is zero-copy).
 
 A region whose file lost bytes since the read cannot fill the length its frame or headers
 already announced: the connection is closed, with a warning naming the file, rather than let
@@ -41,9 +42,9 @@ async def send_region(transport: asyncio.WriteTransport, region: FileRegion) -> 
 
 def _send_at_once(transport: asyncio.WriteTransport, region: FileRegion) -> int:
     """What the socket takes of the region now, without waiting; 0 when bytes written before still
-    wait in the transport (they go first) or it has no socket of its own (TLS never gets here:
-    its connections are not zero-copy)."""
-    if transport.get_write_buffer_size():
+    wait in the transport (they go first), or when the transport encrypts (TLS): the socket beneath
+    it must carry records, not the file's bytes (``loop.sendfile`` copies through the encryption)."""
+    if transport.get_write_buffer_size() or transport.get_extra_info("sslcontext") is not None:
         return 0
     sock = transport.get_extra_info("socket")
     if sock is None:

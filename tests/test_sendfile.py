@@ -1,0 +1,57 @@
+"""A file region sent on a connection arrives as the file holds it, over plaintext and over TLS.
+
+Real sockets on loopback, a real file, real TLS (certificates made by openssl): the region's bytes
+must reach the client as they are, and on a TLS connection they must go through the encryption,
+never by sendfile straight onto the socket beneath it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+
+import pytest
+
+from certificates import Authority
+from stratalog.broker.fetch import FileRegion
+from stratalog.server.sendfile import send_region
+
+
+async def serve_region_and_read(path: Path, position: int, size: int, server_tls: ssl.SSLContext | None,
+                                client_tls: ssl.SSLContext | None) -> bytes:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with open(path, "rb") as file:
+            region = FileRegion.of(file.fileno(), position, size, str(path))
+        try:
+            writer.write(b"head")   # what was written before the region goes first
+            await send_region(writer.transport, region)
+            await writer.drain()
+        finally:
+            region.close()
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_tls)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_tls,
+                                                       server_hostname="localhost" if client_tls else None)
+        received = await reader.read()
+        writer.close()
+    return received
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "tls"])
+def test_a_region_arrives_as_the_file_holds_it_after_what_was_written_before(tmp_path: Path, tls: bool):
+    path = tmp_path / "segment"
+    content = bytes(range(256)) * 4096   # 1 MiB: more than a socket takes at once
+    path.write_bytes(content)
+    server_tls = client_tls = None
+    if tls:
+        authority = Authority.create(tmp_path / "ca")
+        cert, key = authority.issue(tmp_path / "server", "server", serial=1)
+        server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server_tls.load_cert_chain(cert, key)
+        client_tls = ssl.create_default_context(cafile=str(authority.cert))
+    received = asyncio.run(serve_region_and_read(path, 100, len(content) - 200, server_tls, client_tls))
+    assert received == b"head" + content[100:-100]
