@@ -103,7 +103,7 @@ def try_read_whole_batches(log: Log, offset: int, max_bytes: int,
 def _whole_batches(log: Log, info: FetchInfo, started: float) -> FetchedBatches:
     data, region = info.data, info.region
     try:
-        batches = region.batches() if region is not None else list(iter_batch_infos(data, source=str(log.dir)))
+        batches = _batches_read(info, str(log.dir))
     except CorruptRecordError as error:
         if region is not None:
             region.close()
@@ -118,7 +118,20 @@ def _whole_batches(log: Log, info: FetchInfo, started: float) -> FetchedBatches:
     if region is not None:
         if not end:
             region.close()
-        return FetchedBatches(log.topic_partition, str(log.dir), dataclasses.replace(info, region=None), b"", batches,
+        return FetchedBatches(log.topic_partition, str(log.dir), info.without_region(), b"", batches,
                               time.perf_counter() - started, region.narrowed(end) if end else None)
     return FetchedBatches(log.topic_partition, str(log.dir), info, data[:end] if end != len(data) else data,
                           batches, time.perf_counter() - started)
+
+
+def _batches_read(info: FetchInfo, source: str) -> list[BatchInfo]:
+    """The whole batches of a read, positions relative to its start. A read no longer than the batch
+    it starts with (a consumer keeping up, a fetch size near the batch size) is that batch or
+    nothing: its header, read to find it, says so without reading it again."""
+    start, size = info.start_batch, info.size
+    if start is not None and size <= start.size:
+        return [BatchInfo(0, start.size, start.magic, start.base_offset, start.last_offset, start.max_timestamp,
+                          start.records_count)] if size == start.size else []
+    if info.region is not None:
+        return info.region.batches()
+    return list(iter_batch_infos(info.data, source=source))

@@ -106,10 +106,17 @@ class FetchInfo:
     last_stable_offset: int = -1
     aborted_transactions: tuple[AbortedTransaction, ...] | None = None
     region: FileRegion | None = None   # a zero-copy read's batches, left in the file (``data`` is then empty)
+    start_batch: BatchInfo | None = None   # the header of the batch the read starts with (``SegmentSlice``)
 
     @property
     def size(self) -> int:
         return self.region.size if self.region is not None else len(self.data)
+
+    def without_region(self) -> FetchInfo:
+        """This read's facts, its region handed on (``dataclasses.replace`` costs a fetch more)."""
+        return FetchInfo(self.requested_offset, self.data, self.high_watermark, self.log_start_offset,
+                         self.log_end_offset, self.first_entry_incomplete, self.last_stable_offset,
+                         self.aborted_transactions, None, self.start_batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -586,9 +593,8 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"{self.topic_partition}: offset {start_offset} is out of range; the log holds [{start}, {leo})"
             )
-        empty = FetchInfo(start_offset, b"", hw, start, leo, last_stable_offset=lso, aborted_transactions=aborted)
         if start_offset >= max_offset or max_bytes <= 0:
-            return empty
+            return FetchInfo(start_offset, b"", hw, start, leo, last_stable_offset=lso, aborted_transactions=aborted)
         for segment in self.segments_from(start_offset):
             max_position = active_size if segment is active else None
             if max_offset < segment.next_offset():
@@ -598,8 +604,8 @@ class Log:
                                                       min_one_message=min_one_message, zero_copy=zero_copy)
             if piece is not None and (piece.data or piece.region is not None):
                 return FetchInfo(start_offset, piece.data, hw, start, leo, piece.first_entry_incomplete, lso, aborted,
-                                 piece.region)
-        return empty
+                                 piece.region, piece.start_batch)
+        return FetchInfo(start_offset, b"", hw, start, leo, last_stable_offset=lso, aborted_transactions=aborted)
 
     # -- transactions: the last stable offset ------------------------------------------------
     def transactions(self) -> TransactionState:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from stratalog.common.crash_points import crash_point
 from stratalog.common.errors import CorruptRecordError, StratalogError
+from stratalog.storage.batch_scan import HEADER_READ_AHEAD, scan_batches
 from stratalog.storage.file_records import FileRecords
 from stratalog.storage.file_region import FileRegion
 from stratalog.storage.index import OffsetIndex, TimeIndex
@@ -27,6 +28,7 @@ from stratalog.records import (
     decode_any,
     native,
     parse_legacy_entry,
+    peek_batch,
     scan_natively,
     validate_batch,
 )
@@ -64,6 +66,9 @@ class SegmentSlice:
     data: bytes
     first_entry_incomplete: bool = False
     region: FileRegion | None = None   # a zero-copy read's bytes, left in the file (``data`` is then empty)
+    # The header of the batch the slice starts with (its file position): a reader cutting the slice
+    # at a whole batch need not read it again when the slice holds no more than this batch.
+    start_batch: BatchInfo | None = None
 
 
 class LogSegment:
@@ -217,8 +222,25 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
         """The first batch whose last offset is ≥ ``offset`` (index lookup, then a header scan)."""
         _, position = self.offset_index.lookup(offset)
+        position = max(position, starting_position)
+        log = self.log
+        # Every fetch comes here, and most find their batch one header past the index entry: an
+        # entry is keyed by its batch's last offset, so a consumer asking from a batch's start lands
+        # on the batch before (a batch past index.interval.bytes has an entry of its own). Two
+        # headers are read alone; anything else, a bad or torn header included, is left to the scan.
+        for _ in range(2):
+            try:
+                info = peek_batch(log.read(position, HEADER_READ_AHEAD), 0, at=position, header_only=True)
+            except CorruptRecordError:
+                break
+            if info is None or position + info.size > log.size:
+                break
+            if info.last_offset >= offset:
+                return info
+            position += info.size
         # The index entry is at most about index.interval.bytes before the batch sought: a short scan.
-        for info, _ in self.log.batch_headers(max(position, starting_position), chunk=TRANSLATE_SCAN_CHUNK):
+        for info, _ in scan_batches(log.read, position, log.size, TRANSLATE_SCAN_CHUNK, whole=False,
+                                    source=str(log.path)):
             if info.last_offset >= offset:
                 return info
         return None
@@ -236,8 +258,9 @@ class LogSegment:
         incomplete = adjusted < start.size
         if zero_copy:
             return SegmentSlice(self.base_offset, start.position, b"", incomplete,
-                                self.log.region(start.position, length) if length else None)
-        return SegmentSlice(self.base_offset, start.position, self.log.read(start.position, length), incomplete)
+                                self.log.region(start.position, length) if length else None, start)
+        return SegmentSlice(self.base_offset, start.position, self.log.read(start.position, length), incomplete,
+                            start_batch=start)
 
     def batches(self, start_offset: int | None = None) -> Iterator[BatchInfo]:
         position = 0
