@@ -342,7 +342,8 @@ class ReplicaManager:
             budget = max_bytes - sum(len(r.data) for r in out if isinstance(r, ReplicaFetchResult))
             for tp, fetch in fetches[len(out):]:
                 try:
-                    one = dataclasses.replace(fetch, max_bytes=max(min(fetch.max_bytes, budget), 0))
+                    one = fetch if 0 <= fetch.max_bytes <= budget else \
+                        dataclasses.replace(fetch, max_bytes=max(min(fetch.max_bytes, budget), 0))
                     if blocking:
                         result = replicas.fetch_for_follower(tp, one)
                     else:

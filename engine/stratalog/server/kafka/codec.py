@@ -145,8 +145,8 @@ def code_named(name: str) -> int:
 
 def millis(value: Any) -> int:
     """A kio time value (timedelta, aware datetime or int) as milliseconds."""
-    if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
+    if isinstance(value, datetime.timedelta):   # by its parts: dividing by a timedelta costs a fetch 2 µs
+        return (value.days * 86_400 + value.seconds) * 1000 + value.microseconds // 1000
     if isinstance(value, datetime.datetime):
         return int(value.timestamp() * 1000)
     return int(value)

@@ -124,6 +124,7 @@ class KafkaListener:
         assert task is not None
         self._connections[task] = writer
         peer = writer.get_extra_info("peername")
+        client_host = _host_of(peer)
         session = SaslSession()
         # sendfile needs the bytes to go to the socket as they are in the file: not through TLS
         zero_copy = writer.get_extra_info("sslcontext") is None
@@ -145,7 +146,7 @@ class KafkaListener:
                 frame = await reader.readexactly(size)
                 self._busy.add(task)
                 try:
-                    answer = await self._answer(frame, peer, session, zero_copy)
+                    answer = await self._answer(frame, peer, client_host, session, zero_copy)
                     if answer is None:
                         return
                     if answer:
@@ -167,7 +168,7 @@ class KafkaListener:
     def _unauthenticated(self, session: SaslSession) -> bool:
         return self.ctx.access.enabled and session.principal is None
 
-    async def _answer(self, frame: bytes, peer: object, session: SaslSession, zero_copy: bool
+    async def _answer(self, frame: bytes, peer: object, client_host: str, session: SaslSession, zero_copy: bool
                       ) -> list[Piece] | None:
         """The response frame's pieces; empty when none is due (acks=0); None to close the connection."""
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
@@ -181,7 +182,7 @@ class KafkaListener:
             self._refuse(peer, f"API key {api_key} before SASL authentication")
             return None
         try:
-            request = read_request(frame, client_host=_host_of(peer), principal=session.principal or ANONYMOUS,
+            request = read_request(frame, client_host=client_host, principal=session.principal or ANONYMOUS,
                                    zero_copy=zero_copy)
         except MalformedFrame as error:
             self._refuse(peer, str(error))
