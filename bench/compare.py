@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from . import machine
-from .service import start_server
+from .service import kafka_address, start_server
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, Stopwatch, build_pool, read_raw, write_small_segments
 
 REPO = Path(__file__).resolve().parent.parent
@@ -654,16 +654,7 @@ def start_stratalog_serve(directory: Path, log_path: Path) -> tuple[subprocess.P
     """``stratalog serve`` on free loopback ports, no periodic tasks, as bench/service.py starts it, with its
     Kafka listener: (process, API URL, Kafka address)."""
     process, url = start_server(directory, log_path, env=_clean_env(), extra=("--kafka-listen", "127.0.0.1:0"))
-    deadline = time.monotonic() + 60
-    while (found := _KAFKA_LISTENING.search(log_path.read_text(errors="replace"))) is None:
-        if time.monotonic() > deadline or process.poll() is not None:
-            process.kill()
-            raise RuntimeError(f"stratalog serve names no Kafka listener:\n{log_path.read_text(errors='replace')}")
-        time.sleep(0.05)
-    return process, url, found.group(1)
-
-
-_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s);]+)[;)]")
+    return process, url, kafka_address(process, log_path)
 
 
 async def create_stratalog_topic(base: str, topic: str, partitions: int) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -42,7 +41,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from kafka_broker import KafkaBroker  # noqa: E402
 from kafka_tools import kafka_toolchain_or_error  # noqa: E402
 
-_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s);]+)[;)]")
+from .service import kafka_address, start_server  # noqa: E402
 
 
 def process_cpu(pid: int) -> float:
@@ -113,24 +112,11 @@ def measure(bootstrap: str, pid: int, topic: str, records: int, value: bytes) ->
 def start_stratalog(directory: Path, topics: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     directory.parent.mkdir(parents=True, exist_ok=True)
     log_path = directory.parent / "serve.log"
-    command = [sys.executable, "-c", "import sys; from stratalog.cli import main; sys.exit(main())", "serve",
-               "--data-dir", str(directory), "--listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0",
-               "--no-schedule"]
+    extra = ["--kafka-listen", "127.0.0.1:0"]
     for topic in topics:
-        command += ["--create-topic", f"{topic}:1"]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        text = log_path.read_text(errors="replace")
-        found = _KAFKA_LISTENING.search(text)
-        if found and " ready " in text:
-            return process, found.group(1)
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    process.kill()
-    raise SystemExit(f"stratalog serve did not start:\n{log_path.read_text(errors='replace')}")
+        extra += ["--create-topic", f"{topic}:1"]
+    process, _ = start_server(directory, log_path, extra=tuple(extra))
+    return process, kafka_address(process, log_path, ready=True)
 
 
 def main(argv: list[str] | None = None) -> int:

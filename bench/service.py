@@ -53,6 +53,7 @@ from .workload import MIB, RECORDS_PER_BATCH, TOPIC, build_pool
 
 RECORD_BATCH = "application/vnd.kafka.record-batch"
 _LISTENING = re.compile(r"listening on (http://[^\s]+)")
+_KAFKA_LISTENING = re.compile(r"listening for Kafka clients on [^\s]+ \(advertised as ([^\s);]+)[;)]")
 
 
 @dataclass
@@ -186,6 +187,23 @@ def start_server(directory: Path, log_path: Path, env: dict[str, str] | None = N
     process.kill()
     process.wait()
     raise SystemExit(f"stratalog serve did not start:\n{log_path.read_text(errors='replace')}")
+
+
+def kafka_address(process: subprocess.Popen[bytes], log_path: Path, *, ready: bool = False) -> str:
+    """The address a ``stratalog serve --kafka-listen`` advertises to Kafka clients, once its log names
+    it (and, with ``ready``, says the server is ready: the topics given at start exist)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = log_path.read_text(errors="replace")
+        found = _KAFKA_LISTENING.search(text)
+        if found and (not ready or " ready " in text):
+            return found.group(1)
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    raise SystemExit(f"stratalog serve names no Kafka listener:\n{log_path.read_text(errors='replace')}")
 
 
 async def api(base: str, pid: int, clients: int, seconds: float, acks: str, fetch_bytes: int, pool: list[bytes]
