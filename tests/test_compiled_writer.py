@@ -94,6 +94,14 @@ def test_a_value_the_version_needs_and_the_handler_left_out_is_named():
         write_response(Request(1, 12, 7, None, None, FetchResponse, FetchResponse.__header_schema__), answer)
 
 
+def test_a_value_that_does_not_fit_its_field_is_named_with_its_class():
+    answer = fetch_answer(b"")
+    answer["responses"][0]["partitions"][0]["error_code"] = 40_000   # an int16
+    with pytest.raises(ValueError, match=r"kio\.schema\.fetch\.v12\.response\.PartitionData: a value does not fit "
+                                         r"its field: .*32767"):
+        write_response(Request(1, 12, 7, None, None, FetchResponse, FetchResponse.__header_schema__), answer)
+
+
 def _kio_fetch_answer(records: bytes) -> dict:
     from stratalog.server.kafka.entities import build
     built = build(FetchResponse, fetch_answer(records))

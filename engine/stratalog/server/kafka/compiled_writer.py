@@ -61,6 +61,11 @@ class MissingField(KeyError):
     """A field the version needs that the handler's values do not have (a bug of the handler's)."""
 
 
+class FieldValueError(ValueError):
+    """A value that does not fit its field's type (an int16 past 32767, None for an int): a bug of the
+    handler's, named with the class whose field it is."""
+
+
 def write_frame(header_class: Any, header: Mapping[str, Any], body_class: Any, values: Mapping[str, Any]
                 ) -> list[Any]:
     """A request or response frame, size prefix included, as the pieces to send in order
@@ -110,7 +115,8 @@ class _Compiler(FunctionSource):
 
     def __init__(self, entity_class: Any) -> None:
         super().__init__(f"kafka writer of {entity_class.__module__}.{entity_class.__qualname__}",
-                         {"FileRegion": FileRegion, "LARGE": LARGE, "MissingField": MissingField, "uvarint": uvarint,
+                         {"FileRegion": FileRegion, "LARGE": LARGE, "MissingField": MissingField,
+                          "FieldValueError": FieldValueError, "struct_error": struct.error, "uvarint": uvarint,
                           "_uuid": _uuid,
                           "_nullable_millis": _nullable_millis, "_INT16": _INT16, "_INT32": _INT32})
         self.cls = entity_class
@@ -130,12 +136,15 @@ class _Compiler(FunctionSource):
         if self.flexible:
             self.lines.append(f"buf += {self.name('tags', _tag_writer(tagged))}(v)" if tagged
                               else "buf += b'\\x00'")
-        # A field the version needs and the handler left out: named with its class, once, at the innermost.
+        # A field the version needs and the handler left out, or a value that does not fit its field:
+        # named with its class, once, at the innermost.
+        name = f"{self.cls.__module__}.{self.cls.__qualname__}"
         writer: EntityWriter = self.make("write(buf, pieces, v)", head=["try:"], indent=2, tail=[
-            "except MissingField:", "    raise",
+            "except (MissingField, FieldValueError):", "    raise",
             "except KeyError as missing:",
-            f"    raise MissingField(f'{self.cls.__module__}.{self.cls.__qualname__} needs {{missing.args[0]!r}}')"
-            " from None",
+            f"    raise MissingField(f'{name} needs {{missing.args[0]!r}}') from None",
+            "except struct_error as bad:",
+            f"    raise FieldValueError(f'{name}: a value does not fit its field: {{bad}}') from None",
             "return buf"])
         return writer
 
