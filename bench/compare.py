@@ -241,8 +241,10 @@ def side_clean(data_dir: Path) -> dict[str, Any]:
     from stratalog.common.config import EngineConfig
     from stratalog.storage.log_manager import LogManager
 
-    manager = LogManager([data_dir], EngineConfig.from_properties({"log.cleaner.threads": "1"})).open()
+    config = EngineConfig.from_properties({"log.cleaner.threads": "1"})
+    manager = LogManager([data_dir], config).open()
     log = next(iter(manager.logs().values()))
+    rss_before = _rss_mib()
     size_before, segments_before = log.size, len(log.segments)
     cleaner = LogCleaner(manager)
     passes = 0
@@ -259,9 +261,20 @@ def side_clean(data_dir: Path) -> dict[str, Any]:
                segments_before=segments_before, segments_after=len(log.segments),
                records_read=sum(s.records_read for s in stats), records_written=sum(s.records_retained for s in stats),
                io_bytes_read=sum(s.bytes_read for s in stats), io_bytes_written=sum(s.bytes_written for s in stats),
-               log_end_offset=log.log_end_offset)
+               log_end_offset=log.log_end_offset,
+               # ru_maxrss is the process's peak (KiB on Linux): what cleaning added to the opened log's RSS
+               rss_before_mib=rss_before, peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               dedupe_buffer_mib=config.log_cleaner_dedupe_buffer_size / MIB)
     manager.close()
     return out
+
+
+def _rss_mib() -> float:
+    """This process's resident set now (``VmRSS``), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def side_main(argv: list[str]) -> None:
@@ -1061,10 +1074,12 @@ def markdown(result: dict[str, Any]) -> str:
         "## CPU time of the measured spans",
         "",
         "Process CPU (user + system, all threads: JIT and GC included for Kafka), median per run, and the "
-        "figure per CPU-second where it is a rate. On a loaded machine this is steadier than wall time.",
+        "figure per CPU-second where it is a rate; CPU seconds per GiB of data the span moved (the unclean "
+        "open: per GiB past the recovery point). On a loaded machine this is steadier than wall time.",
         "",
-        "| figure | Kafka CPU s | stratalog CPU s | Kafka per CPU-s | stratalog per CPU-s |",
-        "|---|--:|--:|--:|--:|",
+        "| figure | Kafka CPU s | stratalog CPU s | Kafka per CPU-s | stratalog per CPU-s | Kafka CPU s/GiB | "
+        "stratalog CPU s/GiB |",
+        "|---|--:|--:|--:|--:|--:|--:|",
     ]
     for f in result["figures"]:
         if not f["kafka_cpu"] or not f["stratalog_cpu"]:
@@ -1084,7 +1099,9 @@ def markdown(result: dict[str, Any]) -> str:
             per = [f"{_num(a)} {f['unit'].split('/')[0]}" if a else "–" for a in amounts]
         label = (f"{f['label']}: server process"
                  if f["key"] in ("produce_mib", "fetch_mib", "wire_produce_mib", "wire_fetch_mib") else f["label"])
-        lines.append(f"| {label} | {kc:.2f} | {sc:.2f} | {per[0]} | {per[1]} |")
+        per_gib = [_cpu_per_gib(result, f, side) for side in ("kafka", "stratalog")]
+        lines.append(f"| {label} | {kc:.2f} | {sc:.2f} | {per[0]} | {per[1]} | "
+                     + " | ".join(f"{g:.2f}" if g is not None else "–" for g in per_gib) + " |")
     if result.get("errors"):
         lines += ["", "## Phases that failed", ""] + [f"* {name}: `{text.splitlines()[-1]}`"
                                                         for name, text in result["errors"].items()]
@@ -1103,6 +1120,43 @@ def markdown(result: dict[str, Any]) -> str:
                                                    for side in ("kafka", "stratalog")))
     lines += ["", "Load average (1 min) after each run: " + " | ".join(loads), ""]
     return "\n".join(lines)
+
+
+def _cleaner_memory(details: dict[str, Any]) -> list[str]:
+    """The stratalog cleaner's peak memory against its configured dedupe buffer, per compaction input."""
+    parts = []
+    for key, phase in details.items():
+        runs = [r for r in phase.get("stratalog", []) if "peak_rss_mib" in r] if key.startswith("compaction_") else []
+        if runs:
+            growth = statistics.median(r["peak_rss_mib"] - r["rss_before_mib"] for r in runs)
+            peak = statistics.median(r["peak_rss_mib"] for r in runs)
+            parts.append(f"{key.split('_')[1]}-byte records: the process's peak RSS {peak:,.0f} MiB, "
+                         f"{growth:,.0f} MiB above the opened log's before cleaning, against "
+                         f"log.cleaner.dedupe.buffer.size = {runs[0]['dedupe_buffer_mib']:,.0f} MiB")
+    if not parts:
+        return []
+    return ["Cleaner memory (stratalog, median of the runs; Kafka's JVM has its 128 MiB map inside a fixed 1 GiB "
+            "heap): " + "; ".join(parts) + "."]
+
+
+def _cpu_per_gib(result: dict[str, Any], f: dict[str, Any], side: str) -> float | None:
+    """CPU seconds per GiB of data the span moved, median over the runs: a rate's MiB times its wall time
+    (a records/s figure takes its MiB/s twin's, the same span), the unclean open's bytes past the
+    recovery point; None where the figure moves no known amount of bytes (the clean open)."""
+    key = f["key"]
+    if key.endswith("_rec"):
+        f = next((g for g in result["figures"] if g["key"] == key[:-len("_rec")] + "_mib"), f)
+        key = f["key"]
+    cpus = f[f"{side}_cpu"]
+    if key == "unclean_open":
+        gib = result["params"]["size_mb"] / 1024
+        return statistics.median(c / gib for c in cpus) if cpus else None
+    if f["unit"] != "MiB/s":
+        return None
+    walls = _walls(result, key, side)
+    if not walls or len(walls) != len(cpus):
+        return None
+    return statistics.median(c / (v * w / 1024) for v, w, c in zip(f[side], walls, cpus) if v * w)
 
 
 def _walls(result: dict[str, Any], key: str, side: str) -> list[float]:
@@ -1168,6 +1222,7 @@ def caveats(result: dict[str, Any]) -> list[str]:
         "entries, its real allocation (about 32 B per 12-byte key) counted against the same 128 MiB × 0.9; "
         "with the Python kernel in a dict at ~117 B per 12-byte key, so it holds fewer keys per pass. This "
         f"run's stratalog ran the {result['machine'].get('record_kernel', 'python')} kernel.",
+        *_cleaner_memory(d),
         f"Service: {p['clients']} closed-loop clients on {p['clients']} partitions in one asyncio loop of the "
         "benchmark process, so the client competes with the server for the 2 cores on both sides. Kafka is "
         "driven with raw Produce v9 / Fetch v12 requests carrying the pre-built 16,589-byte batches (the "
