@@ -158,6 +158,8 @@ class Log:
         self.log_dir = directory.parent
         self.failures = failure_channel if failure_channel is not None else LogDirFailureChannel()
         self.topic_partition = topic_partition
+        # Said by every append and read while the directory is healthy: formatted once.
+        self._name, self._appending = str(topic_partition), f"append to {topic_partition}"
         self.config = config
         self.clock = clock
         self.leader_epoch = DEFAULT_LEADER_EPOCH
@@ -287,7 +289,7 @@ class Log:
                 validated = tuple(self._validate(prepared.batches, self.config, prepared.now_ms))
             if len(validated) > 1:
                 self._check_sequences_first(validated)
-            with self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
+            with self.failures.guard(self.log_dir, self._appending):
                 infos = []
                 for v in validated:
                     info = self._append_validated(v, prepared.now_ms)
@@ -336,7 +338,7 @@ class Log:
             self._check_open()
             if prepared.config is not self.config:
                 return None
-            with self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
+            with self.failures.guard(self.log_dir, self._appending):
                 info = self._append_validated(prepared.validated[0], prepared.now_ms, inline=True)
             return None if info is None else [info]
         finally:
@@ -412,7 +414,7 @@ class Log:
             producers = self._producers
         last_seq = last_sequence(validated.base_sequence, validated.last_offset_delta)
         return producers.check(validated.producer_id, validated.producer_epoch, validated.base_sequence,
-                               last_seq, f"append to {self.topic_partition}")
+                               last_seq, self._appending)
 
     def _on_batch_written(self, batch: bytes | bytearray) -> None:
         if self._transactions is not None:
@@ -422,7 +424,7 @@ class Log:
 
     def append_raw(self, data: bytes) -> None:
         """Append batches that already carry their offsets (recovery tests, follower-style copies)."""
-        with self.lock, self.failures.guard(self.log_dir, f"append to {self.topic_partition}"):
+        with self.lock, self.failures.guard(self.log_dir, self._appending):
             self._check_open()
             for info, batch in _split_batches(data):
                 if info.base_offset < self.log_end_offset:
@@ -913,7 +915,7 @@ class Log:
     def _check_open(self) -> None:
         if self.closed:
             raise UnknownTopicOrPartitionError(f"{self.topic_partition}: the log is closed")
-        self.failures.check(self.log_dir, str(self.topic_partition))
+        self.failures.check(self.log_dir, self._name)
 
     @property
     def offline(self) -> bool:

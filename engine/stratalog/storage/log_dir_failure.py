@@ -17,10 +17,9 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from stratalog.common.errors import KafkaStorageError
 
@@ -82,12 +81,25 @@ class LogDirFailureChannel:
         if offline is not None:
             raise KafkaStorageError(f"{what}: {offline.describe()}")
 
-    @contextmanager
-    def guard(self, path: Path, during: str) -> Iterator[None]:
+    def guard(self, path: Path, during: str) -> WriteGuard:
         """Run a write to ``path``; an ``OSError`` takes the directory offline and becomes a storage error."""
         self.check(path, during)
-        try:
-            yield
-        except OSError as error:
-            offline = self.mark_offline(path, during, error)
-            raise KafkaStorageError(f"{during}: {offline.describe()}") from error
+        return WriteGuard(self, path, during)
+
+
+class WriteGuard:
+    """``LogDirFailureChannel.guard``'s context: a class, not a generator, as every append enters one."""
+
+    __slots__ = ("channel", "path", "during")
+
+    def __init__(self, channel: LogDirFailureChannel, path: Path, during: str) -> None:
+        self.channel, self.path, self.during = channel, path, during
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+                 ) -> None:
+        if isinstance(error, OSError):
+            offline = self.channel.mark_offline(self.path, self.during, error)
+            raise KafkaStorageError(f"{self.during}: {offline.describe()}") from error

@@ -107,15 +107,16 @@ def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: Topic
         _check_timestamps(summary.min_timestamp, summary.max_timestamp, config, tp, now_ms)
 
     data = bytearray(batch)
-    target = _target_codec(config, header.compression)
-    if target != header.compression:
+    compression = header.compression
+    target = _target_codec(config, compression)
+    if target != compression:
         data = bytearray(_recompress(data, target, config))
 
     if log_append:
         set_max_timestamp_in_place(data, 0, TimestampType.LOG_APPEND_TIME, now_ms)
         return ValidatedBatch(data, header.last_offset_delta, now_ms, now_ms, summary.count, header.producer_id,
                               header.producer_epoch, header.base_sequence)
-    if summary.max_timestamp != header.max_timestamp or target != header.compression:
+    if summary.max_timestamp != header.max_timestamp or target != compression:
         set_max_timestamp_in_place(data, 0, TimestampType.CREATE_TIME, summary.max_timestamp)
     return ValidatedBatch(data, header.last_offset_delta, summary.max_timestamp, -1, summary.count, header.producer_id,
                           header.producer_epoch, header.base_sequence)
