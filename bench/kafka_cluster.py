@@ -25,6 +25,7 @@ from ``send()`` to the acknowledgement, in whole ms; ours is per request.
 from __future__ import annotations
 
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -282,8 +283,10 @@ def measure(cluster: KafkaCluster, topic: str, props: dict[str, str], seconds: f
     return figures
 
 
-def kafka_replication(root: Path, seconds: float, records_per_batch: int, inflight: int) -> dict[str, Any]:
-    """The three setups on one three-broker cluster; each figure with its ratio to Kafka's own one copy."""
+def kafka_replication(root: Path, seconds: float, records_per_batch: int, inflight: int, rounds: int = 1
+                      ) -> dict[str, Any]:
+    """The three setups on one three-broker cluster, one after the other, ``rounds`` times; each figure the
+    median over the rounds, with the median of its ratios to Kafka's own one copy within a round."""
     progress("Kafka: jars (scripts/kafka-toolchain), then three brokers on loopback")
     libs = kafka_libs()
     out: dict[str, Any] = {"producer": producer_properties("1", records_per_batch, inflight) | {"acks": "per setup"}}
@@ -299,16 +302,24 @@ def kafka_replication(root: Path, seconds: float, records_per_batch: int, inflig
         progress(f"Kafka: warm-up, {seconds:g} s of acks=all on three copies")
         out["warmup_records_per_s"] = probe_rate(cluster, "warmup", producer_properties("all", records_per_batch,
                                                                                         inflight), seconds, root)
-        for name, topic, acks in (("single_copy_acks_1", "one", "1"), ("rf3_acks_1", "three", "1"),
-                                  ("rf3_acks_all", "three", "all")):
-            if topic == "three":
-                # All three replicas in sync now, so acks=all below waits on both followers.
-                out[f"{name}_partition_before"] = cluster.wait_for_isr(topic, [1, 2, 3])
-            progress(f"Kafka: {name}: a probe, then about {seconds:g} s measured")
-            out[name] = measure(cluster, topic, producer_properties(acks, records_per_batch, inflight), seconds,
-                                root)
+        setups = (("single_copy_acks_1", "one", "1"), ("rf3_acks_1", "three", "1"), ("rf3_acks_all", "three", "all"))
+        runs: list[dict[str, dict[str, Any]]] = []
+        for round_number in range(1, rounds + 1):
+            runs.append({})
+            for name, topic, acks in setups:
+                if topic == "three":
+                    # All three replicas in sync now, so acks=all below waits on both followers.
+                    out[f"{name}_partition_before"] = cluster.wait_for_isr(topic, [1, 2, 3])
+                progress(f"Kafka: round {round_number}/{rounds}, {name}: a probe, then about {seconds:g} s measured")
+                runs[-1][name] = measure(cluster, topic, producer_properties(acks, records_per_batch, inflight),
+                                         seconds, root)
         out["rf3_partition_after"] = cluster.wait_for_isr("three", [1, 2, 3])
         out["log_bytes"] = {"one": cluster.log_bytes("one"), "three": cluster.log_bytes("three")}
-    for name in ("single_copy_acks_1", "rf3_acks_1", "rf3_acks_all"):
-        out[name]["ratio_to_one_copy"] = out[name]["mib_per_s"] / out["single_copy_acks_1"]["mib_per_s"]
+    out["rounds"] = runs
+    for name, _, _ in setups:
+        figures = [run[name] for run in runs]
+        out[name] = {key: statistics.median(f[key] for f in figures) for key in ("mib_per_s", "records_per_s",
+                                                                                 "p99_ms")}
+        out[name]["round_ratios"] = [run[name]["mib_per_s"] / run["single_copy_acks_1"]["mib_per_s"] for run in runs]
+        out[name]["ratio_to_one_copy"] = statistics.median(out[name]["round_ratios"])
     return out

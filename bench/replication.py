@@ -1,7 +1,7 @@
 """Replication on loopback: what three copies cost a producer, and how fast a new leader takes over.
 
-``python -m bench.replication [--seconds 10] [--records-per-batch 100] [--inflight 5] [--failovers 5]
-[--transport kafka|http] [--no-kafka | --kafka-only] [--json F]``
+``python -m bench.replication [--seconds 5] [--rounds 3] [--records-per-batch 100] [--inflight 5]
+[--failovers 5] [--transport kafka|http] [--no-kafka | --kafka-only] [--json F]``
 
 * throughput and p99 of one producer of 100-byte records (Kafka's published replication figures
   use the same record size and one producer), ``--inflight`` requests outstanding (Kafka's
@@ -9,7 +9,9 @@
   - one copy, acks=1 (an engine without replication: the baseline),
   - three copies, acks=1 (followers fetch asynchronously),
   - three copies, acks=all (every in-sync replica has it before the answer);
-  each as a ratio to the baseline. Kafka's published figures: three replicas kept 96% of single-copy
+  each as a ratio to the baseline, taken within each of ``--rounds`` rounds (the setups measured one
+  after the other, ``--seconds`` each) and then the median over the rounds: a shared machine's
+  speed drifts too much for a ratio of runs minutes apart. Kafka's published figures: three replicas kept 96% of single-copy
   throughput with asynchronous acks and 51% with acks=all -- but with one machine per broker,
   while our three engines share this machine.
 * the same three setups on real Apache Kafka 4.3.1, three brokers on this machine, in the same
@@ -79,32 +81,59 @@ async def produce_for(url: str, seconds: float, records: int, inflight: int, ack
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000, "requests": len(latencies)}
 
 
-def single_copy(root: Path, args: argparse.Namespace) -> dict[str, float]:
-    server = Server([root / "single"], log_path=root / "single.log").start()
-    try:
-        server.create_topic("t", 1)
-        return asyncio.run(produce_for(server.base, args.seconds, args.records_per_batch, args.inflight, "1"))
-    finally:
-        server.terminate()
-
-
-def three_copies(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+def rounds(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The three setups measured one after the other, ``--rounds`` times, on one single-copy engine and
+    one three-engine cluster kept up throughout: each ratio to one copy is taken within a round (the
+    two runs a few seconds apart), then the median over the rounds. A shared machine's speed drifts by
+    tens of percent over a minute; a ratio of runs minutes apart would measure the drift."""
+    single = Server([root / "single"], log_path=root / "single.log").start()
     controller = ClusterController()
     (root / "rf3").mkdir()
     engines = Engines(root / "rf3", controller, 3, "min.insync.replicas=2", transport=args.transport)
     try:
+        single.create_topic("t", 1)
         controller.controller.create(TP, (0, 1, 2))
         controller.settle()
         leader = engines.url(0)
-        out: dict[str, Any] = {}
-        for acks in ("1", "all"):
-            out[f"acks_{acks}"] = asyncio.run(produce_for(leader, args.seconds, args.records_per_batch,
-                                                          args.inflight, acks))
-        out["failover_ms"] = failovers(controller, engines, args.failovers)
+        runs: list[dict[str, dict[str, float]]] = []
+        for _ in range(args.rounds):
+            runs.append({"single_copy_acks_1": asyncio.run(produce_for(single.base, args.seconds,
+                                                                       args.records_per_batch, args.inflight, "1"))})
+            for acks in ("1", "all"):
+                # Followers that acks=1 left behind would make the acks=all run's first requests wait
+                # for their catching up: every setup starts with all three copies whole.
+                wait_caught_up(leader)
+                runs[-1][f"rf3_acks_{acks}"] = asyncio.run(produce_for(leader, args.seconds, args.records_per_batch,
+                                                                       args.inflight, acks))
+        single.terminate()
+        out: dict[str, Any] = {"rounds": runs}
+        for name in SETUPS:
+            figures = [run[name] for run in runs]
+            out[name] = {key: statistics.median(f[key] for f in figures) for key in ("mib_per_s", "records_per_s",
+                                                                                     "p99_ms")}
+            out[name]["requests"] = sum(f["requests"] for f in figures)
+            out[name]["round_ratios"] = [run[name]["mib_per_s"] / run["single_copy_acks_1"]["mib_per_s"]
+                                         for run in runs]
+            out[name]["ratio_to_one_copy"] = statistics.median(out[name]["round_ratios"])
+        out["rf3_failover_ms"] = failovers(controller, engines, args.failovers)
         return out
     finally:
+        if single.proc is not None and single.proc.poll() is None:
+            single.terminate()
         controller.close()
         engines.stop_all()
+
+
+def wait_caught_up(leader: str, timeout_s: float = 120.0) -> None:
+    """Until the leader's high watermark is its log end: both followers hold all of its log."""
+    import requests
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        summary = requests.get(f"{leader}/v1/topics/t/partitions/0", timeout=10).json()
+        if summary["highWatermark"] == summary["logEndOffset"]:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the followers did not catch up with {leader} in {timeout_s:g} s: {summary}")
 
 
 def failovers(controller: ClusterController, engines: Engines, count: int) -> list[float]:
@@ -138,15 +167,6 @@ def failovers(controller: ClusterController, engines: Engines, count: int) -> li
     return times
 
 
-def stratalog_phases(root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    base = single_copy(root, args)
-    rf3 = three_copies(root, args)
-    results = {"single_copy_acks_1": base, **{f"rf3_{k}": v for k, v in rf3.items()}}
-    for name in SETUPS:
-        results[name]["ratio_to_one_copy"] = results[name]["mib_per_s"] / base["mib_per_s"]
-    return results
-
-
 def print_rows(title: str, figures: dict[str, Any]) -> None:
     print(title)
     for name, label in SETUPS.items():
@@ -166,7 +186,8 @@ def report_stratalog(results: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=5.0, help="of each setup in each round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--records-per-batch", type=int, default=100)
     parser.add_argument("--inflight", type=int, default=5)
     parser.add_argument("--failovers", type=int, default=5)
@@ -182,11 +203,11 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory(prefix="stratalog-replication-") as tmp:
             root = Path(tmp)
             if not args.kafka_only:
-                results.update(stratalog_phases(root, args))
+                results.update(rounds(root, args))
                 report_stratalog(results)   # now: a failure of the Kafka phase must not lose these
             if not args.no_kafka:
                 results["kafka"] = kafka_replication(root / "kafka", args.seconds, args.records_per_batch,
-                                                     args.inflight)
+                                                     args.inflight, args.rounds)
                 print_rows("Apache Kafka 4.3.1, three brokers on this machine (p99 per record, send to ack):",
                            results["kafka"])
     finally:
