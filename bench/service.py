@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -176,34 +177,33 @@ def start_server(directory: Path, log_path: Path, env: dict[str, str] | None = N
                "--data-dir", str(directory), "--listen", "127.0.0.1:0", "--no-schedule", *extra]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = _LISTENING.search(log_path.read_text(errors="replace"))
-        if found:
-            return process, found.group(1)
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    process.kill()
-    process.wait()
-    raise SystemExit(f"stratalog serve did not start:\n{log_path.read_text(errors='replace')}")
+    return process, _await_in_log(process, log_path, lambda text: _LISTENING.search(text), "did not start")
 
 
 def kafka_address(process: subprocess.Popen[bytes], log_path: Path, *, ready: bool = False) -> str:
     """The address a ``stratalog serve --kafka-listen`` advertises to Kafka clients, once its log names
     it (and, with ``ready``, says the server is ready: the topics given at start exist)."""
+    def found(text: str) -> re.Match[str] | None:
+        match = _KAFKA_LISTENING.search(text)
+        return match if match and (not ready or " ready " in text) else None
+    return _await_in_log(process, log_path, found, "names no Kafka listener")
+
+
+def _await_in_log(process: subprocess.Popen[bytes], log_path: Path,
+                  found: Callable[[str], re.Match[str] | None], failure: str) -> str:
+    """The first group of what ``found`` finds in the server's log within 60 s; else the server is
+    killed and the run ends with its log."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        text = log_path.read_text(errors="replace")
-        found = _KAFKA_LISTENING.search(text)
-        if found and (not ready or " ready " in text):
-            return found.group(1)
+        match = found(log_path.read_text(errors="replace"))
+        if match:
+            return match.group(1)
         if process.poll() is not None:
             break
         time.sleep(0.05)
     process.kill()
     process.wait()
-    raise SystemExit(f"stratalog serve names no Kafka listener:\n{log_path.read_text(errors='replace')}")
+    raise SystemExit(f"stratalog serve {failure}:\n{log_path.read_text(errors='replace')}")
 
 
 async def api(base: str, pid: int, clients: int, seconds: float, acks: str, fetch_bytes: int, pool: list[bytes]
