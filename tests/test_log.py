@@ -446,6 +446,34 @@ def test_a_zero_copy_reads_batch_walk_names_the_file_position_of_a_broken_header
         region.close()
 
 
+def test_finding_an_offsets_batch_agrees_with_walking_every_header_whatever_the_index_holds(make_log):
+    # Batches below and above index.interval.bytes: the index points at some batches, before others.
+    log = make_log(index_interval_bytes=300)
+    for n, size in [(1, 10), (3, 200), (2, 10), (1, 400), (4, 10), (2, 90), (1, 10)] * 3:
+        log.append(batch(n, value_size=size))
+    segment = log.active_segment
+    headers = list(segment.log.batches())
+    for offset in range(log.log_end_offset + 2):
+        expected = next((h for h in headers if h.last_offset >= offset), None)
+        assert segment.translate_offset(offset) == expected, offset
+
+
+def test_finding_a_batch_past_a_broken_header_names_the_headers_file_position(make_log):
+    import os
+    log = make_log()
+    for _ in range(3):
+        log.append(batch(2))
+    second = log.active_segment.log.batches().__next__().size
+    descriptor = os.open(log.active_segment.log.path, os.O_WRONLY)
+    os.pwrite(descriptor, (5).to_bytes(4, "big"), second + 8)   # the second batch's size, below any batch's
+    os.close(descriptor)
+    assert log.active_segment.translate_offset(1).position == 0   # before the broken header: found
+    with pytest.raises(CorruptRecordError) as raised:
+        log.active_segment.translate_offset(2)
+    assert raised.value.position == second + 8
+    assert str(log.active_segment.log.path) in str(raised.value)
+
+
 def test_a_read_that_must_not_block_reads_the_active_segment_and_declines_what_might_block(make_log):
     from stratalog.storage.isolation import FetchIsolation
     log = make_log(segment_bytes=400)
