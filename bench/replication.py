@@ -11,9 +11,9 @@
   - three copies, acks=all (every in-sync replica has it before the answer);
   each as a ratio to the baseline, taken within each of ``--rounds`` rounds (the setups measured one
   after the other, ``--seconds`` each) and then the median over the rounds: a shared machine's
-  speed drifts too much for a ratio of runs minutes apart. Kafka's published figures: three replicas kept 96% of single-copy
-  throughput with asynchronous acks and 51% with acks=all -- but with one machine per broker,
-  while our three engines share this machine.
+  speed drifts too much for a ratio of runs minutes apart. Kafka's published figures: three
+  replicas kept 96% of single-copy throughput with asynchronous acks and 51% with acks=all -- but
+  with one machine per broker, while our three engines share this machine.
 * the same three setups on real Apache Kafka 4.3.1, three brokers on this machine, in the same
   run (``bench/kafka_cluster.py``): Kafka's ratio where ours is measured, beside the published
   one. ``--no-kafka`` leaves it out; ``--kafka-only`` runs it alone.
