@@ -17,7 +17,7 @@ from stratalog.common.errors import (
     RecordTooLargeError,
 )
 from stratalog.common.config import LogConfig
-from stratalog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from stratalog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from stratalog.records import Compression, Record, TimestampType, build_batch, decode_records, parse_header
 
 
@@ -427,15 +427,21 @@ def test_a_zero_copy_reads_bytes_stay_readable_after_its_segment_file_is_deleted
     assert segment.log._fd is None
 
 
-def test_a_zero_copy_reads_batch_walk_names_the_file_position_of_a_broken_header(make_log):
+def _broken_second_header(make_log) -> tuple[Log, int]:
+    """A log of three batches whose second one's size field is below any batch's; and where it starts."""
     import os
     log = make_log()
     for _ in range(3):
         log.append(batch(2))
     second = log.active_segment.log.batches().__next__().size
     descriptor = os.open(log.active_segment.log.path, os.O_WRONLY)
-    os.pwrite(descriptor, (5).to_bytes(4, "big"), second + 8)   # a batch size below any batch's
+    os.pwrite(descriptor, (5).to_bytes(4, "big"), second + 8)
     os.close(descriptor)
+    return log, second
+
+
+def test_a_zero_copy_reads_batch_walk_names_the_file_position_of_a_broken_header(make_log):
+    log, second = _broken_second_header(make_log)
     region = log.active_segment.log.region(second, 1 << 20)   # a region from mid-file, as most are
     try:
         with pytest.raises(CorruptRecordError) as raised:
@@ -459,14 +465,7 @@ def test_finding_an_offsets_batch_agrees_with_walking_every_header_whatever_the_
 
 
 def test_finding_a_batch_past_a_broken_header_names_the_headers_file_position(make_log):
-    import os
-    log = make_log()
-    for _ in range(3):
-        log.append(batch(2))
-    second = log.active_segment.log.batches().__next__().size
-    descriptor = os.open(log.active_segment.log.path, os.O_WRONLY)
-    os.pwrite(descriptor, (5).to_bytes(4, "big"), second + 8)   # the second batch's size, below any batch's
-    os.close(descriptor)
+    log, second = _broken_second_header(make_log)
     assert log.active_segment.translate_offset(1).position == 0   # before the broken header: found
     with pytest.raises(CorruptRecordError) as raised:
         log.active_segment.translate_offset(2)
