@@ -48,3 +48,19 @@ def test_a_fetch_reads_tails_on_the_loop_and_older_segments_on_a_thread_in_order
         left = max(0, left - len(data))
     assert sent == expected
     assert sent[0] == first and 0 < len(sent[1]) <= 700 and sent[2] == b""
+
+
+def test_a_read_handed_on_without_its_region_keeps_every_other_fact():
+    # FetchInfo.without_region lists the fields by hand (dataclasses.replace costs a fetch more):
+    # a field added to FetchInfo and not to it would be dropped silently.
+    import dataclasses
+    from stratalog.records import BatchInfo
+    from stratalog.records.transactions import AbortedTransaction
+    from stratalog.storage.log import FetchInfo
+    values = {"requested_offset": 7, "data": b"x", "high_watermark": 9, "log_start_offset": 1, "log_end_offset": 10,
+              "first_entry_incomplete": True, "last_stable_offset": 8,
+              "aborted_transactions": (AbortedTransaction(3, 4, 5),), "region": object(),
+              "start_batch": BatchInfo(0, 80, 2, 7, 8, 1, 2)}
+    assert set(values) == {f.name for f in dataclasses.fields(FetchInfo)}, "a FetchInfo field this test lacks"
+    info = FetchInfo(**values)
+    assert info.without_region() == dataclasses.replace(info, region=None)
