@@ -4,6 +4,7 @@
 //! fallback): same results, and for damaged input the same error at the same byte position, so the
 //! caller's `CorruptRecordError` reads the same whichever ran. Differential tests hold them to it.
 
+mod columns;
 mod encode;
 mod fault;
 mod frame;
@@ -143,6 +144,7 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
+    m.add_class::<columns::ColumnBuilder>()?;
     m.add_function(wrap_pyfunction!(scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(check_batch, m)?)?;
     Ok(())

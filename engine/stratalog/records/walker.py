@@ -117,14 +117,18 @@ def walk_records(buf: Buffer, pos: int, columns: RecordColumns, *, verify_crc: b
 
 
 def native_walk(buf: Buffer, pos: int, call: Callable[[bytes, int, int, BatchHeader], T], *,
-                verify_crc: bool = True, source: str | None = None) -> T:
+                verify_crc: bool = True, source: str | None = None, header: BatchHeader | None = None) -> T:
     """``call(data, start, end, header)``: a native kernel's walk over the records of the batch at
     ``pos``, given exactly what ``walk_records`` checks first (header, CRC, decompression), its
-    errors placed in ``buf`` as ``walk_records`` places them."""
+    errors placed in ``buf`` as ``walk_records`` places them. ``header``: as for ``walk_records``."""
     kernel = native.kernel
     if kernel is None:
         raise RuntimeError("native_walk without the native kernel")
-    header = checked_header(buf, pos, verify_crc, source)
+    if header is None:
+        header = checked_header(buf, pos, verify_crc, source)
+    elif header.records_count < 0:
+        raise CorruptRecordError(pos + RECORDS_COUNT_OFFSET, f"Found invalid record count {header.records_count} "
+                                 "in magic v2 batch", source=source)
     data, start, end, translate = records_region(buf, pos, header, source)
     try:
         return call(data, start, end, header)
