@@ -2,9 +2,13 @@
 
 Spark moves rows from a Python data source to the JVM as Arrow. Yielding
 Arrow batches directly skips PySpark's per-row conversion (several times
-faster than tuples): the engine's record walk (``stratalog.records.walk_records``)
-appends records to per-column lists, only for the columns the query asked for,
-and each list becomes one Arrow array per ~64k rows.
+faster than tuples). With the native record kernel, its ``ColumnBuilder``
+walks each batch's records straight into Arrow's buffers (no Python object per
+record); Arrow wraps them as they are. Without it, or when headers are asked
+for, the engine's record walk (``stratalog.records.walk_records``) appends
+records to per-column lists, only for the columns the query asked for, and
+each list becomes one Arrow array per ~64k rows. The two give the same rows
+and the same errors (tests/spark/test_arrow_rows_native.py).
 
 What a Kafka consumer sees is what a row is: control batches (transaction
 markers) are never rows; with ``read_committed`` isolation, data of aborted
@@ -16,14 +20,19 @@ before a batch gets here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
-from stratalog.records import MAGIC_OFFSET, Header, RecordColumns, decode_any, parse_header, parse_legacy_entry, walk_records
+from stratalog.records import (MAGIC_OFFSET, BatchHeader, Header, RecordColumns, TimestampType, decode_any, native,
+                               native_walk, parse_header, parse_legacy_entry, walk_records)
 from .schema import HEADERS
 from .transactions import AbortedFilter
 
 ROWS_PER_BATCH = 65_536
+# A native batch is handed over once its keys and values hold this much, whatever its rows: Arrow's
+# binary columns end at 2 GiB, and memory should not grow with record size.
+DATA_BYTES_PER_BATCH = 64 << 20
 _TS_MS = pa.timestamp("ms", tz="UTC")
 
 
@@ -97,6 +106,10 @@ def record_batches(raw_batches: Iterable[bytes], schema: pa.Schema, topic: str, 
                    end: int, *, aborted: AbortedFilter | None = None,
                    rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
     """The records with offsets in [start, end) of ``raw_batches``, as Arrow batches of ``schema``."""
+    if native.kernel is not None and HEADERS not in schema.names:
+        yield from _native_record_batches(native.kernel, raw_batches, schema, topic, partition, start, end,
+                                          aborted, rows_per_batch)
+        return
     columns = _empty(schema)
     for data in raw_batches:
         rows = len(columns)
@@ -120,3 +133,66 @@ def record_batches(raw_batches: Iterable[bytes], schema: pa.Schema, topic: str, 
             columns = _empty(schema)
     if len(columns):
         yield to_record_batch(columns, schema, topic, partition)
+
+
+def _native_record_batches(kernel: Any, raw_batches: Iterable[bytes], schema: pa.Schema, topic: str,
+                           partition: int, start: int, end: int, aborted: AbortedFilter | None,
+                           rows_per_batch: int) -> Iterator[pa.RecordBatch]:
+    """``record_batches`` through the native ``ColumnBuilder``: same rows, same errors."""
+    builder = kernel.ColumnBuilder("key" in schema.names, "value" in schema.names)
+
+    def add(data: bytes, first: int, last: int, header: BatchHeader) -> int:
+        append_time = header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+        # A batch inside the range by its header keeps every record, as the Python walk does.
+        inside = start <= header.base_offset and header.last_offset < end
+        return int(builder.add(data, first, last, header.records_count, header.base_offset, header.base_timestamp,
+                               append_time, int(header.timestamp_type), None if inside else start,
+                               None if inside else end))
+
+    for data in raw_batches:
+        if data[MAGIC_OFFSET] < 2:
+            if len(builder):  # rows keep their order: what is built goes first
+                yield _from_buffers(builder.take(), schema, topic, partition)
+            columns = _empty(schema)
+            _add_legacy(columns, data)
+            columns.filter_range(0, start, end)
+            if len(columns):
+                yield to_record_batch(columns, schema, topic, partition)
+            continue
+        header = parse_header(data)
+        if header.is_control:
+            if aborted is not None:
+                aborted.on_control(header, data)
+            continue
+        if aborted is not None and aborted.is_aborted(header):
+            continue
+        native_walk(data, 0, add, verify_crc=False, header=header)  # the store checked the whole batch (CRC)
+        if len(builder) >= rows_per_batch or builder.data_bytes >= DATA_BYTES_PER_BATCH:
+            yield _from_buffers(builder.take(), schema, topic, partition)
+    if len(builder):
+        yield _from_buffers(builder.take(), schema, topic, partition)
+
+
+def _from_buffers(taken: tuple[Any, ...], schema: pa.Schema, topic: str, partition: int) -> pa.RecordBatch:
+    rows, offsets, timestamps, timestamp_types, keys, values = taken
+    arrays = []
+    for name in schema.names:
+        field_type = schema.field(name).type
+        if name == "key" or name == "value":
+            nulls, validity, value_offsets, data = keys if name == "key" else values
+            arrays.append(pa.Array.from_buffers(field_type, rows, [
+                None if validity is None else pa.py_buffer(validity), pa.py_buffer(value_offsets),
+                pa.py_buffer(data)], null_count=nulls))
+        elif name == "topic":
+            arrays.append(pa.repeat(pa.scalar(topic, field_type), rows))
+        elif name == "partition":
+            arrays.append(pa.repeat(pa.scalar(partition, field_type), rows))
+        elif name == "offset":
+            arrays.append(pa.Array.from_buffers(field_type, rows, [None, pa.py_buffer(offsets)]))
+        elif name == "timestamp":
+            # Milliseconds as Kafka keeps them; Spark wants microseconds (a lossless cast).
+            arrays.append(pa.Array.from_buffers(_TS_MS, rows, [None, pa.py_buffer(timestamps)]).cast(field_type))
+        else:
+            assert name == "timestampType", name
+            arrays.append(pa.Array.from_buffers(field_type, rows, [None, pa.py_buffer(timestamp_types)]))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
