@@ -770,7 +770,7 @@ def kafka_python_clients(bootstrap: str, topic: str, partitions: int, seconds: f
             "fetch_records": records, "fetch_seconds": fetch_s, "fetch_mib_s": total / MIB / fetch_s}
 
 
-def _bench_broker_class() -> Any:
+def bench_broker_class() -> Any:
     sys.path.insert(0, str(REPO / "tests"))
     import kafka_broker  # type: ignore[import-not-found]  # tests/kafka_broker.py: the interop tests' broker
 
@@ -794,7 +794,7 @@ def service(work: Path, args: argparse.Namespace, libs: Path, figures: FigureSet
     sys.path.insert(0, str(REPO / "tests"))
     from kafka_tools import KafkaToolchain  # type: ignore[import-not-found]
 
-    broker_class = _bench_broker_class()
+    broker_class = bench_broker_class()
     toolchain = KafkaToolchain(libs, KAFKA_VERSION)
     pool = build_pool()
     warmup_seconds = max(2.0, args.service_seconds / 2)
