@@ -28,6 +28,7 @@ from stratalog.broker.topics import TopicAdmin
 from stratalog.common.config import EngineConfig, LogConfig
 from stratalog.common.errors import CorruptRecordError, StratalogError
 from stratalog.common.names import TopicPartition
+from stratalog.records.control import ControlRecordType, build_end_txn_marker_batch
 from stratalog.records import (
     Compression,
     Header,
@@ -163,7 +164,8 @@ def test_an_unknown_kernel_setting_is_refused_by_name():
 # -- the cleaner: its offset map, and its walks over batches ------------------------------------------
 def _write_log(root: Path, seed: int, clock_ms: int) -> Path:
     """A compacted partition of random batches (keyless records, tombstones, headers, several codecs,
-    LogAppendTime batches), over several segments; the same seed writes the same bytes."""
+    LogAppendTime batches, transactions committed and aborted), over several segments; the same
+    seed writes the same bytes."""
     rng = random.Random(seed)
     manager = LogManager([root], EngineConfig.from_properties({}), clock=lambda: clock_ms).open()
     config = {"segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"}
@@ -179,6 +181,16 @@ def _write_log(root: Path, seed: int, clock_ms: int) -> Path:
                           tuple(Header(f"h{j}", rng.choice([None, b"x"])) for j in range(rng.choice([0, 0, 1, 2]))))
                    for i in range(rng.randint(1, 6))]
         codec = rng.choice([Compression.NONE] * 4 + [Compression.GZIP, Compression.LZ4])
+        if rng.random() < 0.15:   # a transaction's batch, and its marker (an open one would stop the cleaner)
+            producer, base = rng.randrange(3), log.log_end_offset
+            records = [Record(base + r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+            log.append_raw(build_batch(records, base_offset=base, compression=codec,
+                                       producer_id=producer, producer_epoch=0, base_sequence=rng.randrange(1000),
+                                       is_transactional=True))
+            log.append_raw(build_end_txn_marker_batch(
+                rng.choice([ControlRecordType.COMMIT, ControlRecordType.ABORT]), producer_id=producer,
+                producer_epoch=0, coordinator_epoch=0, base_offset=log.log_end_offset, timestamp=clock_ms))
+            continue
         log.append(build_batch(records, compression=codec))
     log.roll()
     TopicAdmin(manager).alter_topic_config("c", {**config, "cleanup.policy": "compact"})
@@ -374,3 +386,59 @@ def _decode_error(data: bytearray) -> tuple[int, str]:
     except CorruptRecordError as error:
         return error.position, error.reason
     raise AssertionError("accepted")
+
+
+def _plain_batches(first_offset: int, keys: list[list[bytes]]) -> list[bytes]:
+    out, offset = [], first_offset
+    for batch_keys in keys:
+        out.append(build_batch([Record(offset + i, T0, key, b"v") for i, key in enumerate(batch_keys)],
+                               base_offset=offset))
+        offset += len(batch_keys)
+    return out
+
+
+def test_the_native_map_pass_over_a_chunk_stops_where_the_python_path_must_take_over():
+    plain = _plain_batches(0, [[b"a", b"b"], [b"c"]])
+    gzip = build_batch([Record(3, T0, b"d", b"v")], base_offset=3, compression=Compression.GZIP)
+    after = _plain_batches(4, [[b"e"]])
+    chunk = b"".join(plain + [gzip] + after)
+    offset_map = stratalog_native.OffsetMap(1 << 20)
+    # Two plain batches mapped; the compressed one is left where it starts.
+    assert offset_map.map_batches(chunk, 0, 0, 100) == (len(plain[0]) + len(plain[1]), 3, 1)
+    assert offset_map.latest_offset == 2 and offset_map.get(b"c") == 2 and offset_map.get(b"d") == -1
+    # From past the compressed batch: the last batch, then the end of the chunk.
+    resume = len(chunk) - len(after[0])
+    assert offset_map.map_batches(chunk, resume, 0, 100) == (len(after[0]), 1, 0)
+    assert offset_map.latest_offset == 4
+
+
+def test_the_native_map_pass_steps_over_batches_before_the_dirty_start_and_stops_at_its_end():
+    batches = _plain_batches(0, [[b"a"], [b"b"], [b"c"], [b"d"]])
+    chunk = b"".join(batches)
+    broken = bytearray(batches[0])
+    broken[-1] ^= 0xFF   # a CRC that fails: never read, since the batch ends before the start
+    offset_map = stratalog_native.OffsetMap(1 << 20)
+    assert offset_map.map_batches(bytes(broken) + chunk[len(batches[0]):], 0, 1, 3) == (
+        sum(map(len, batches[:3])), 2, 3)
+    assert (offset_map.get(b"a"), offset_map.get(b"b"), offset_map.get(b"c"), offset_map.latest_offset) == (-1, 1, 2, 2)
+
+
+def test_the_native_map_pass_leaves_a_damaged_or_cut_batch_to_the_python_path():
+    batches = _plain_batches(0, [[b"a"], [b"b"]])
+    damaged = bytearray(batches[1])
+    damaged[-1] ^= 0xFF
+    offset_map = stratalog_native.OffsetMap(1 << 20)
+    assert offset_map.map_batches(batches[0] + bytes(damaged), 0, 0, 100) == (len(batches[0]), 1, 1)
+    assert offset_map.map_batches(batches[0] + batches[1][:-1], 0, 0, 100) == (len(batches[0]), 1, 0)
+
+
+def test_a_native_map_that_fills_in_a_chunk_keeps_the_latest_offset_of_the_last_whole_batch():
+    offset_map = stratalog_native.OffsetMap(1 << 20)
+    keys = 0
+    while offset_map.try_put(b"filler-%08d" % keys, -1):
+        keys += 1
+    offset_map.update_latest_offset(-1)
+    batches = _plain_batches(0, [[b"filler-00000001"], [b"filler-00000002", b"new-key", b"filler-00000003"]])
+    consumed, walked, stop = offset_map.map_batches(b"".join(batches), 0, 0, 100)
+    assert (consumed, walked, stop) == (len(batches[0]) + len(batches[1]), 3, 2)
+    assert offset_map.latest_offset == 0   # the filled batch is not the map's latest

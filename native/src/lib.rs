@@ -77,7 +77,7 @@ fn summarize_records(data: &Bound<'_, PyAny>, start: usize, end: usize, count: i
 /// `BatchHeader(*first, *second)`.
 type HeaderFields = ((i64, i32, i32, i8, u32, u16, i32), (i64, i64, i64, i16, i32, i32));
 
-fn be<const N: usize>(data: &[u8], p: usize) -> [u8; N] {
+pub(crate) fn be<const N: usize>(data: &[u8], p: usize) -> [u8; N] {
     data[p..p + N].try_into().unwrap()
 }
 

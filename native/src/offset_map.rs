@@ -15,7 +15,7 @@ use std::hash::BuildHasher;
 
 use crate::encode::{put_headers, put_nullable, put_varint};
 use crate::walk::{walk, RecordSpans};
-use crate::{raise, Bytes};
+use crate::{be, raise, Bytes};
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -203,6 +203,77 @@ impl OffsetMap {
         };
         self.spans = spans;
         result
+    }
+
+    /// The map pass over a buffer of whole batches (a chunk of a segment read at once), for the plain
+    /// ones: v2, uncompressed, neither transactional nor control, CRC matching, records walking. From
+    /// `position`, each such batch is mapped as `map_records` maps it (keyed records at or after
+    /// `from_offset`) and its last offset becomes the map's latest; a batch that ends before
+    /// `from_offset` is stepped over unchecked, as the cleaner's Python loop does.
+    ///
+    /// Returns (bytes consumed, records walked, why it stopped): 0 when the next batch is not whole
+    /// in the buffer (or the buffer is done), 1 when the next batch needs the Python path (any other
+    /// kind, or anything wrong with it: the Python path names the error), 2 when the map filled up
+    /// in a batch (consumed and walked count it), 3 when the next batch starts at or after `end_offset`.
+    fn map_batches(&mut self, data: &Bound<'_, PyAny>, position: usize, from_offset: i64, end_offset: i64)
+                   -> PyResult<(usize, i64, u8)> {
+        let bytes = Bytes::of(data)?;
+        let buffer = bytes.slice();
+        let mut p = position;
+        let mut walked = 0i64;
+        let mut spans = std::mem::take(&mut self.spans);
+        let stop = loop {
+            let d = &buffer[p.min(buffer.len())..];
+            if d.len() < 61 {
+                break 0;
+            }
+            let base_offset = i64::from_be_bytes(be(d, 0));
+            let batch_length = i32::from_be_bytes(be(d, 8));
+            if d[16] != 2 || batch_length < 49 {
+                break 1;
+            }
+            let size = batch_length as usize + 12;
+            if size > d.len() {
+                break 0;
+            }
+            if base_offset >= end_offset {
+                break 3;
+            }
+            let last_offset = base_offset.checked_add(i32::from_be_bytes(be(d, 23)) as i64);
+            if last_offset.is_some_and(|last| last < from_offset) {
+                p += size;
+                continue;
+            }
+            let attributes = u16::from_be_bytes(be(d, 21));
+            let count = i32::from_be_bytes(be(d, 57));
+            if attributes & 0x37 != 0 || count < 0 || ::crc32c::crc32c(&d[21..size]) != u32::from_be_bytes(be(d, 17)) {
+                break 1;
+            }
+            let Some(last_offset) = last_offset else { break 1 };
+            if walk(d, 61, size, count as i64, &mut spans).is_err() {
+                break 1;
+            }
+            let mut fitted = true;
+            let mut batch_walked = spans.len() as i64;
+            for (i, record) in spans.iter().enumerate() {
+                if let Some(key) = record.key.bytes(d) {
+                    let offset = base_offset.checked_add(record.offset_delta);
+                    let wanted = offset.is_none_or(|offset| offset >= from_offset);
+                    if wanted && !offset.is_some_and(|offset| self.put(key, offset)) {
+                        (fitted, batch_walked) = (false, i as i64 + 1);
+                        break;
+                    }
+                }
+            }
+            walked += batch_walked;
+            p += size;
+            if !fitted {
+                break 2;
+            }
+            self.update_latest_offset(last_offset);
+        };
+        self.spans = spans;
+        Ok((p - position, walked, stop))
     }
 
     /// The cleaner's choice for an uncompressed data batch's records (`Cleaner._keep_record`), and

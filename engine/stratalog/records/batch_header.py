@@ -37,7 +37,7 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 
-_COMPRESSION_MASK = 0x07
+COMPRESSION_MASK = 0x07
 _COMPRESSIONS = {codec.value: codec for codec in Compression}   # Compression(n) costs an append 1 µs
 _TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
@@ -109,7 +109,7 @@ class BatchHeader:
 
     @property
     def compression(self) -> Compression:
-        code = self.attributes & _COMPRESSION_MASK
+        code = self.attributes & COMPRESSION_MASK
         # (Compression.NONE is falsy: no ``or``.) An unknown code raises as before.
         return _COMPRESSIONS[code] if code in _COMPRESSIONS else Compression(code)
 
@@ -197,7 +197,7 @@ def parse_header(buf: Buffer, pos: int = 0, *, source: str | None = None) -> Bat
             f"allowed overhead {V2_HEADER_SIZE})",
             source=source,
         )
-    codec = header.attributes & _COMPRESSION_MASK
+    codec = header.attributes & COMPRESSION_MASK
     if codec > Compression.ZSTD:
         raise CorruptRecordError(pos + ATTRIBUTES_OFFSET, f"unknown compression codec id {codec}", source=source)
     return header

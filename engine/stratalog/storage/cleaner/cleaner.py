@@ -36,7 +36,9 @@ from stratalog.common.config import LogConfig
 from stratalog.common.crash_points import crash_point
 from stratalog.storage.log import Log
 from stratalog.common.names import CLEANED_SUFFIX
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_BIT, TRANSACTIONAL_BIT
 from stratalog.records import (
+    MAGIC_OFFSET,
     BatchHeader,
     BatchInfo,
     Compression,
@@ -48,6 +50,7 @@ from stratalog.records import (
     parse_header,
 )
 from stratalog.common.limits import INT32_MAX
+from stratalog.storage.file_records import SCAN_CHUNK
 from stratalog.storage.segment import LogSegment
 from stratalog.storage.cleaner.offset_map import KeyOffsetMap, native_map_of
 from stratalog.storage.cleaner.rebuild import empty_batch, filter_natively, rebuild_batch
@@ -58,6 +61,11 @@ from stratalog.records.transactions import TransactionTracker, control_type
 from stratalog.storage.transactions import scan_aborted_transactions
 
 Progress = Callable[[int], None]
+
+# Why the native map pass (``map_batches``) stopped.
+MAP_CHUNK_DONE, MAP_PYTHON, MAP_FULL, MAP_END = 0, 1, 2, 3
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1   # the int16's low byte: codec, transactional and control bits
+_NOT_PLAIN = COMPRESSION_MASK | TRANSACTIONAL_BIT | CONTROL_BIT
 
 
 @dataclass
@@ -164,19 +172,56 @@ class Cleaner:
         for index, segment in enumerate(segments):
             next_base = segments[index + 1].base_offset if index + 1 < len(segments) else end
             _, position = segment.offset_index.lookup(start)
-            for info, data in segment.log.batches_with_data(position):
-                if info.base_offset >= end:
-                    break
-                self._account_read(info.size, stats)
-                if info.last_offset < start:
-                    continue
-                if not self._map_batch(info, data, start, transactions, stats):
-                    stats.map_utilization = offset_map.utilization
-                    return  # full: this pass cleans up to the last whole batch mapped
-                offset_map.update_latest_offset(info.last_offset)
+            if not self._map_segment(segment, position, start, end, transactions, stats):
+                stats.map_utilization = offset_map.utilization
+                return  # full: this pass cleans up to the last whole batch mapped
             # Offsets missing at a segment's end (compacted away earlier) belong to it.
             offset_map.update_latest_offset(min(next_base, end) - 1)
         stats.map_utilization = offset_map.utilization
+
+    def _map_segment(self, segment: LogSegment, position: int, start: int, end: int, transactions: _Transactions,
+                     stats: CleanerStats) -> bool:
+        """Map the batches of ``segment`` from ``position`` below offset ``end``; False once the map is full.
+
+        With the native map, runs of plain batches are mapped a chunk of the file at a time in one
+        call (``map_batches``); the batches it leaves (transactional, control, compressed, legacy,
+        larger than a chunk, or damaged: the Python path names the damage) go one at a time.
+        """
+        native_map = self.native_map
+        records = segment.log
+        limit = records.size
+        while position < limit:
+            if native_map is not None:
+                chunk = records.read(position, min(SCAN_CHUNK, limit - position))
+                consumed, walked, stop = native_map.map_batches(chunk, 0, start, end)
+                if consumed:
+                    self._account_read(consumed, stats)
+                    stats.map_records += walked
+                    position += consumed
+                if stop == MAP_FULL:
+                    return False
+                if stop == MAP_END:
+                    return True
+                if stop == MAP_CHUNK_DONE and consumed:
+                    continue
+            # One batch at least through the Python path, then back to the native one at a plain batch.
+            handled = 0
+            for info, data in records.batches_with_data(position):
+                if native_map is not None and handled and _plain(data):
+                    break
+                handled += 1
+                if info.base_offset >= end:
+                    return True
+                self._account_read(info.size, stats)
+                position += info.size
+                if info.last_offset < start:
+                    continue
+                if not self._map_batch(info, data, start, transactions, stats):
+                    return False
+                self.offset_map.update_latest_offset(info.last_offset)
+            if not handled:
+                return True  # no batch left (or a torn tail, which recovery deals with)
+        return True
 
     def _map_batch(self, info: BatchInfo, data: bytes, start: int, transactions: _Transactions,
                    stats: CleanerStats) -> bool:
@@ -372,6 +417,11 @@ class Cleaner:
         self.throttler.maybe_throttle(size)
         if self.progress is not None:
             self.progress(size)
+
+
+def _plain(data: bytes) -> bool:
+    """A v2 batch neither compressed, transactional nor control: one the native map pass takes."""
+    return data[MAGIC_OFFSET] == 2 and data[_ATTRIBUTES_LOW_BYTE] & _NOT_PLAIN == 0
 
 
 def _count(stats: CleanerStats, read: int, kept: int) -> None:

@@ -124,6 +124,7 @@ class NativeOffsetMap(KeyOffsetMap, Protocol):
 
     def map_records(self, data: bytes, start: int, end: int, count: int, base_offset: int,
                     from_offset: int) -> tuple[int, bool]: ...
+    def map_batches(self, data: bytes, position: int, from_offset: int, end_offset: int) -> tuple[int, int, int]: ...
     def filter_records(self, data: bytes, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
                        append_time: int | None, reach: int, delete_horizon: int | None, now_ms: int,
                        delete_retention_ms: int, last_offset_delta: int
