@@ -30,6 +30,9 @@ class OffsetMap:
                        append_time: int | None, reach: int, delete_horizon: int | None, now_ms: int,
                        delete_retention_ms: int, last_offset_delta: int
                        ) -> tuple[int, int, tuple[bytes, int, int | None, int, int] | None] | None: ...
+    def filter_batches(self, data: Buffer, position: int, reach: int, now_ms: int, delete_retention_ms: int,
+                       round_upper_bound: int, keep_empty: set[int] | None
+                       ) -> tuple[int, bytes, list[tuple[int, int, int]], int, int, int, int]: ...
 
 _BinaryColumn = tuple[int, bytes | None, bytes, bytes]
 

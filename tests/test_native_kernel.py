@@ -164,8 +164,8 @@ def test_an_unknown_kernel_setting_is_refused_by_name():
 # -- the cleaner: its offset map, and its walks over batches ------------------------------------------
 def _write_log(root: Path, seed: int, clock_ms: int) -> Path:
     """A compacted partition of random batches (keyless records, tombstones, headers, several codecs,
-    LogAppendTime batches, transactions committed and aborted), over several segments; the same
-    seed writes the same bytes."""
+    LogAppendTime batches, idempotent producers' batches, transactions committed and aborted), over
+    several segments; the same seed writes the same bytes."""
     rng = random.Random(seed)
     manager = LogManager([root], EngineConfig.from_properties({}), clock=lambda: clock_ms).open()
     config = {"segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"}
@@ -190,6 +190,12 @@ def _write_log(root: Path, seed: int, clock_ms: int) -> Path:
             log.append_raw(build_end_txn_marker_batch(
                 rng.choice([ControlRecordType.COMMIT, ControlRecordType.ABORT]), producer_id=producer,
                 producer_epoch=0, coordinator_epoch=0, base_offset=log.log_end_offset, timestamp=clock_ms))
+            continue
+        if rng.random() < 0.2:   # an idempotent producer's: its last batch stays even when emptied
+            base = log.log_end_offset
+            records = [Record(base + r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+            log.append_raw(build_batch(records, base_offset=base, compression=codec, producer_id=3 + rng.randrange(2),
+                                       producer_epoch=0, base_sequence=rng.randrange(1000)))
             continue
         log.append(build_batch(records, compression=codec))
     log.roll()

@@ -15,6 +15,7 @@ use std::hash::BuildHasher;
 
 use crate::encode::{put_headers, put_nullable, put_varint};
 use crate::walk::{walk, RecordSpans};
+use crate::fault::Fault;
 use crate::{be, raise, Bytes};
 
 #[derive(Clone, Copy)]
@@ -26,6 +27,8 @@ struct Entry {
 
 /// A rebuilt batch's records: (their bytes, base timestamp, delete horizon, last offset delta, max timestamp).
 type Rebuilt<'py> = (Bound<'py, PyBytes>, i64, Option<i64>, i64, i64);
+/// What the filter makes of a batch: (records kept, keyless records dropped, its rebuilt records if it changes).
+type Filtered = (i64, i64, Option<(Vec<u8>, i64, Option<i64>, i64, i64)>);
 
 const MIN_ARENA_GROWTH: usize = 64 << 10;
 const MIN_TABLE_BYTES: usize = 256; // hashbrown's first allocation for 16-byte entries, rounded up
@@ -123,6 +126,99 @@ impl OffsetMap {
         let hash = self.hash(key);
         let arena = &self.arena;
         self.table.find(hash, |e| key_of(arena, e) == key).map_or(-1, |e| e.offset)
+    }
+
+    /// The cleaner's choice for an uncompressed data batch's records (`Cleaner._keep_record`), and
+    /// the kept records encoded as `build_batch` encodes them when the batch must change: what
+    /// `filter_records` answers, its records as a Vec.
+    ///
+    /// Returns (kept, keyless records dropped, rebuilt) where rebuilt is None when every record is
+    /// kept and no delete horizon is due, or when none is kept; else (records bytes, base timestamp,
+    /// delete horizon or None, last offset delta of the records, their max timestamp). Returns
+    /// None instead of all that where `build_batch` would refuse the records (offsets out of order
+    /// or past int32 of the base: a caller falls back to it, and to its error).
+    #[allow(clippy::too_many_arguments)]
+    fn filter(&mut self, data: &[u8], start: usize, end: usize, count: i64, base_offset: i64, base_timestamp: i64,
+              append_time: Option<i64>, reach: i64, delete_horizon: Option<i64>, now_ms: i64,
+              delete_retention_ms: i64, last_offset_delta: i64) -> Result<Option<Filtered>, Fault> {
+        let mut spans = std::mem::take(&mut self.spans);
+        if let Err(fault) = walk(data, start, end, count, &mut spans) {
+            self.spans = spans;
+            return Err(fault);
+        }
+        let mut kept: Vec<usize> = Vec::with_capacity(spans.len());
+        let mut invalid = 0i64;
+        let mut has_tombstone = false;
+        for (i, record) in spans.iter().enumerate() {
+            let offset = base_offset as i128 + record.offset_delta as i128;   // exact, as Python's
+            let keep = if offset > reach as i128 {
+                true
+            } else if let Some(key) = record.key.bytes(data) {
+                if offset < self.latest(key) as i128 {
+                    false
+                } else if record.value.len >= 0 {
+                    true
+                } else {
+                    delete_horizon.is_none_or(|horizon| now_ms < horizon)
+                }
+            } else {
+                invalid += 1;
+                false
+            };
+            if keep {
+                has_tombstone |= record.value.len < 0;
+                kept.push(i);
+            }
+        }
+        let needs_horizon = has_tombstone && delete_horizon.is_none();
+        if kept.is_empty() || (kept.len() == spans.len() && !needs_horizon) {
+            self.spans = spans;
+            return Ok(Some((kept.len() as i64, invalid, None)));
+        }
+        let horizon = if needs_horizon {
+            match now_ms.checked_add(delete_retention_ms) {
+                Some(horizon) => Some(horizon),
+                None => {
+                    // Past int64: build_batch refuses it, and says so.
+                    self.spans = spans;
+                    return Ok(None);
+                }
+            }
+        } else {
+            delete_horizon
+        };
+        let timestamp = |r: &RecordSpans| append_time.unwrap_or(base_timestamp.wrapping_add(r.timestamp_delta));
+        let new_base = horizon.unwrap_or_else(|| timestamp(&spans[kept[0]]));
+        let mut out = Vec::with_capacity(end - start);
+        let mut body = Vec::with_capacity(256);
+        let mut previous = -1i64;
+        let mut max_ts = -1i64;
+        for &i in &kept {
+            let record = &spans[i];
+            let ts = timestamp(record);
+            let (delta, ts_delta) = (record.offset_delta, ts.checked_sub(new_base));
+            if delta <= previous || delta > INT32_MAX || ts_delta.is_none()
+                || (base_timestamp as i128 + record.timestamp_delta as i128) != ts as i128 && append_time.is_none() {
+                self.spans = spans;
+                return Ok(None);
+            }
+            previous = delta;
+            max_ts = max_ts.max(ts);
+            body.clear();
+            body.push(0); // attributes
+            put_varint(&mut body, ts_delta.unwrap_or(0));
+            put_varint(&mut body, delta);
+            put_nullable(&mut body, record.key.bytes(data));
+            put_nullable(&mut body, record.value.bytes(data));
+            put_headers(&mut body, data, record);
+            put_varint(&mut out, body.len() as i64);
+            out.extend_from_slice(&body);
+        }
+        self.spans = spans;
+        if !(previous.max(0) <= last_offset_delta && last_offset_delta <= INT32_MAX) {
+            return Ok(None);
+        }
+        Ok(Some((kept.len() as i64, invalid, Some((out, new_base, horizon, previous, max_ts)))))
     }
 }
 
@@ -294,83 +390,96 @@ impl OffsetMap {
                            -> PyResult<Option<(i64, i64, Option<Rebuilt<'py>>)>> {
         let bytes = Bytes::of(data)?;
         let data = bytes.region(start, end)?;
-        let mut spans = std::mem::take(&mut self.spans);
-        if let Err(fault) = walk(data, start, end, count, &mut spans) {
-            self.spans = spans;
-            return Err(raise(fault));
-        }
-        let mut kept: Vec<usize> = Vec::with_capacity(spans.len());
-        let mut invalid = 0i64;
-        let mut has_tombstone = false;
-        for (i, record) in spans.iter().enumerate() {
-            let offset = base_offset as i128 + record.offset_delta as i128;   // exact, as Python's
-            let keep = if offset > reach as i128 {
-                true
-            } else if let Some(key) = record.key.bytes(data) {
-                if offset < self.latest(key) as i128 {
-                    false
-                } else if record.value.len >= 0 {
-                    true
-                } else {
-                    delete_horizon.is_none_or(|horizon| now_ms < horizon)
+        let filtered = self.filter(data, start, end, count, base_offset, base_timestamp, append_time, reach,
+                                   delete_horizon, now_ms, delete_retention_ms, last_offset_delta).map_err(raise)?;
+        Ok(filtered.map(|(kept, invalid, rebuilt)| (kept, invalid, rebuilt.map(
+            |(body, base, horizon, last_delta, max_ts)| (PyBytes::new(py, &body), base, horizon, last_delta, max_ts)))))
+    }
+
+    /// The filter pass over a buffer of whole batches (a chunk of a segment read at once), for the
+    /// plain ones (v2, uncompressed, neither transactional nor control, CRC matching) whose fate
+    /// needs nothing but the map: each is kept whole, rebuilt (as `filter_records` and
+    /// `assemble_batch` rebuild it) or dropped. `keep_empty`: the last offsets of batches kept even
+    /// when emptied (the active producers'), None while not yet known.
+    ///
+    /// Returns (bytes consumed, the batches to write, (last offset, max timestamp, size) of each,
+    /// records read, records kept, keyless records dropped, why it stopped): 0 when the next batch
+    /// is not whole in the buffer (or the buffer is done), 1 when the next batch needs the Python
+    /// path (another kind; anything wrong with it; an emptied batch that may have to stay: the
+    /// round's last, or a producer's while `keep_empty` is unknown or holds it; records
+    /// `build_batch` would refuse).
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    #[pyo3(signature = (data, position, reach, now_ms, delete_retention_ms, round_upper_bound, keep_empty))]
+    fn filter_batches<'py>(&mut self, py: Python<'py>, data: &Bound<'py, PyAny>, position: usize, reach: i64,
+                           now_ms: i64, delete_retention_ms: i64, round_upper_bound: i64,
+                           keep_empty: Option<std::collections::HashSet<i64>>)
+                           -> PyResult<(usize, Bound<'py, PyBytes>, Vec<(i64, i64, usize)>, i64, i64, i64, u8)> {
+        let bytes = Bytes::of(data)?;
+        let buffer = bytes.slice();
+        let mut p = position;
+        let mut out: Vec<u8> = Vec::new();
+        let mut entries = Vec::new();
+        let (mut read, mut kept_total, mut invalid_total) = (0i64, 0i64, 0i64);
+        let stop = loop {
+            let d = &buffer[p.min(buffer.len())..];
+            if d.len() < 61 {
+                break 0;
+            }
+            let batch_length = i32::from_be_bytes(be(d, 8));
+            if d[16] != 2 || batch_length < 49 {
+                break 1;
+            }
+            let size = batch_length as usize + 12;
+            if size > d.len() {
+                break 0;
+            }
+            let attributes = u16::from_be_bytes(be(d, 21));
+            let count = i32::from_be_bytes(be(d, 57));
+            if attributes & 0x37 != 0 || count < 0 || ::crc32c::crc32c(&d[21..size]) != u32::from_be_bytes(be(d, 17)) {
+                break 1;
+            }
+            let base_offset = i64::from_be_bytes(be(d, 0));
+            let last_offset_delta = i32::from_be_bytes(be(d, 23)) as i64;
+            let (base_timestamp, max_timestamp) = (i64::from_be_bytes(be(d, 27)), i64::from_be_bytes(be(d, 35)));
+            let producer_id = i64::from_be_bytes(be(d, 43));
+            let log_append = attributes & 0x08 != 0;
+            let delete_horizon = (attributes & 0x40 != 0).then_some(base_timestamp);
+            let Some(last_offset) = base_offset.checked_add(last_offset_delta) else { break 1 };
+            let filtered = self.filter(d, 61, size, count as i64, base_offset, base_timestamp,
+                                       log_append.then_some(max_timestamp), reach, delete_horizon, now_ms,
+                                       delete_retention_ms, last_offset_delta);
+            let Ok(Some((kept, invalid, rebuilt))) = filtered else { break 1 };
+            if kept == 0 {
+                let round_last = last_offset.checked_add(1) == Some(round_upper_bound);
+                let producers_last = producer_id >= 0
+                    && keep_empty.as_ref().is_none_or(|offsets| offsets.contains(&last_offset));
+                if round_last || producers_last {
+                    break 1;
                 }
+            } else if let Some((body, new_base, horizon, _, records_max_ts)) = rebuilt {
+                let start = out.len();
+                out.extend_from_slice(&d[..61]);
+                out.extend_from_slice(&body);
+                let header = &mut out[start..];
+                let new_max = if log_append { max_timestamp } else { records_max_ts };
+                header[8..12].copy_from_slice(&((49 + body.len()) as i32).to_be_bytes());
+                let new_attributes = (attributes & 0x08) | if horizon.is_some() { 0x40 } else { 0 };
+                header[21..23].copy_from_slice(&new_attributes.to_be_bytes());
+                header[27..35].copy_from_slice(&new_base.to_be_bytes());
+                header[35..43].copy_from_slice(&new_max.to_be_bytes());
+                header[57..61].copy_from_slice(&(kept as i32).to_be_bytes());
+                let crc = ::crc32c::crc32c(&header[21..]);
+                header[17..21].copy_from_slice(&crc.to_be_bytes());
+                entries.push((last_offset, new_max, out.len() - start));
             } else {
-                invalid += 1;
-                false
-            };
-            if keep {
-                has_tombstone |= record.value.len < 0;
-                kept.push(i);
+                out.extend_from_slice(&d[..size]);
+                entries.push((last_offset, max_timestamp, size));
             }
-        }
-        let needs_horizon = has_tombstone && delete_horizon.is_none();
-        if kept.is_empty() || (kept.len() == spans.len() && !needs_horizon) {
-            self.spans = spans;
-            return Ok(Some((kept.len() as i64, invalid, None)));
-        }
-        let horizon = if needs_horizon {
-            match now_ms.checked_add(delete_retention_ms) {
-                Some(horizon) => Some(horizon),
-                None => {
-                    // Past int64: build_batch refuses it, and says so.
-                    self.spans = spans;
-                    return Ok(None);
-                }
-            }
-        } else {
-            delete_horizon
+            read += count as i64;
+            kept_total += kept;
+            invalid_total += invalid;
+            p += size;
         };
-        let timestamp = |r: &RecordSpans| append_time.unwrap_or(base_timestamp.wrapping_add(r.timestamp_delta));
-        let new_base = horizon.unwrap_or_else(|| timestamp(&spans[kept[0]]));
-        let mut out = Vec::with_capacity(end - start);
-        let mut body = Vec::with_capacity(256);
-        let mut previous = -1i64;
-        let mut max_ts = -1i64;
-        for &i in &kept {
-            let record = &spans[i];
-            let ts = timestamp(record);
-            let (delta, ts_delta) = (record.offset_delta, ts.checked_sub(new_base));
-            if delta <= previous || delta > INT32_MAX || ts_delta.is_none()
-                || (base_timestamp as i128 + record.timestamp_delta as i128) != ts as i128 && append_time.is_none() {
-                self.spans = spans;
-                return Ok(None);
-            }
-            previous = delta;
-            max_ts = max_ts.max(ts);
-            body.clear();
-            body.push(0); // attributes
-            put_varint(&mut body, ts_delta.unwrap_or(0));
-            put_varint(&mut body, delta);
-            put_nullable(&mut body, record.key.bytes(data));
-            put_nullable(&mut body, record.value.bytes(data));
-            put_headers(&mut body, data, record);
-            put_varint(&mut out, body.len() as i64);
-            out.extend_from_slice(&body);
-        }
-        self.spans = spans;
-        if !(previous.max(0) <= last_offset_delta && last_offset_delta <= INT32_MAX) {
-            return Ok(None);
-        }
-        Ok(Some((kept.len() as i64, invalid, Some((PyBytes::new(py, &out), new_base, horizon, previous, max_ts)))))
+        Ok((p - position, PyBytes::new(py, &out), entries, read, kept_total, invalid_total, stop))
     }
 }

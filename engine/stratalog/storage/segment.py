@@ -186,6 +186,33 @@ class LogSegment:
         self._bytes_since_last_index_entry += len(data)
         self._next_offset = largest_offset + 1
 
+    def append_batches(self, data: bytes, batches: list[tuple[int, int, int]]) -> None:
+        """Whole batches in one write, each indexed as its own ``append`` would index it: ``batches``
+        holds each one's (last offset, max timestamp, size), in order. (Kafka's ``LogSegment.append``
+        of a ``MemoryRecords``, which the cleaner writes a read buffer's worth at a time.)"""
+        if not batches:
+            return
+        for last_offset, _, _ in (batches[0], batches[-1]):
+            relative = last_offset - self.base_offset
+            if not 0 <= relative <= INT32_MAX:
+                raise SegmentOffsetOverflowError(
+                    f"offset {last_offset} cannot go in segment {self.base_offset}: relative offset {relative} "
+                    "is outside the int32 range")
+        position = self.log.size
+        if position == 0 and not self._rolling_loaded:
+            self._rolling_based_timestamp, self._rolling_loaded = batches[0][1], True
+        self.log.append(data)
+        for last_offset, max_timestamp, size in batches:
+            if max_timestamp > self.max_timestamp_so_far:
+                self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, last_offset
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += size
+            position += size
+        self._next_offset = batches[-1][0] + 1
+
     # -- roll -------------------------------------------------------------------------------
     def should_roll(self, params: RollParams) -> bool:
         if self.size > params.max_segment_bytes - params.append_size:

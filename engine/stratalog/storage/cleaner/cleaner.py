@@ -62,7 +62,7 @@ from stratalog.storage.transactions import scan_aborted_transactions
 
 Progress = Callable[[int], None]
 
-# Why the native map pass (``map_batches``) stopped.
+# Why a native pass over a chunk (``map_batches``, ``filter_batches``) stopped.
 MAP_CHUNK_DONE, MAP_PYTHON, MAP_FULL, MAP_END = 0, 1, 2, 3
 _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1   # the int16's low byte: codec, transactional and control bits
 _NOT_PLAIN = COMPRESSION_MASK | TRANSACTIONAL_BIT | CONTROL_BIT
@@ -143,6 +143,10 @@ class _Transactions:
             self._producer_last_batches = last_batches_of_active_producers(self._log, self._now_ms,
                                                                            self._producer_expiration_ms)
         return header.last_offset in self._producer_last_batches
+
+    def known_last_batches_of_active_producers(self) -> set[int] | None:
+        """What ``is_last_batch_of_active_producer`` checks against, once a batch has needed it."""
+        return self._producer_last_batches
 
     def tracker(self) -> TransactionTracker:
         if self._tracker is None:
@@ -313,14 +317,7 @@ class Cleaner:
         config = log.config
         try:
             for segment in group:
-                for info, data in segment.log.batches_with_data(0):
-                    self._account_read(info.size, stats)
-                    output = self._filter_batch(info, data, config, now_ms, round_upper_bound, transactions, stats)
-                    if output is not None:
-                        out_data, last_offset, max_timestamp = output
-                        cleaned.append(last_offset, max_timestamp, last_offset, out_data)
-                        stats.bytes_written += len(out_data)
-                        self.throttler.maybe_throttle(len(out_data))
+                self._filter_segment(segment, cleaned, config, now_ms, round_upper_bound, transactions, stats)
                 crash_point("clean.segment_copied")
             cleaned.on_become_inactive()
             cleaned.flush()
@@ -334,6 +331,54 @@ class Cleaner:
             except OSError:
                 pass  # a failed disk: the .cleaned files go at the next start (the loader removes them)
             raise
+
+    def _filter_segment(self, segment: LogSegment, cleaned: LogSegment, config: LogConfig, now_ms: int,
+                        round_upper_bound: int, transactions: _Transactions, stats: CleanerStats) -> None:
+        """Write what ``segment`` keeps into ``cleaned``.
+
+        With the native map (and the offset map's rule), runs of plain batches are filtered, and
+        rebuilt where they change, a chunk of the file at a time in one call (``filter_batches``),
+        and written in one append; the batches it leaves go one at a time through the Python path,
+        as in the map pass.
+        """
+        native_map = self.native_map if isinstance(self.decision, OffsetMapDecision) else None
+        records = segment.log
+        limit = records.size
+        position = 0
+        while position < limit:
+            if native_map is not None:
+                chunk = records.read(position, min(SCAN_CHUNK, limit - position))
+                consumed, out, batches, read, kept, invalid, stop = native_map.filter_batches(
+                    chunk, 0, self.decision.reach, now_ms, config.delete_retention_ms, round_upper_bound,
+                    transactions.known_last_batches_of_active_producers())
+                if consumed:
+                    self._account_read(consumed, stats)
+                    position += consumed
+                    _count(stats, read, kept)
+                    stats.invalid_records += invalid
+                    self._write(cleaned, out, batches, stats)
+                if stop == MAP_CHUNK_DONE and consumed:
+                    continue
+            handled = 0
+            for info, data in records.batches_with_data(position):
+                if native_map is not None and handled and _plain(data):
+                    break
+                handled += 1
+                self._account_read(info.size, stats)
+                position += info.size
+                output = self._filter_batch(info, data, config, now_ms, round_upper_bound, transactions, stats)
+                if output is not None:
+                    out_data, last_offset, max_timestamp = output
+                    self._write(cleaned, out_data, [(last_offset, max_timestamp, len(out_data))], stats)
+            if not handled:
+                return
+
+    def _write(self, cleaned: LogSegment, data: bytes, batches: list[tuple[int, int, int]],
+               stats: CleanerStats) -> None:
+        if data:
+            cleaned.append_batches(data, batches)
+            stats.bytes_written += len(data)
+            self.throttler.maybe_throttle(len(data))
 
     def _filter_batch(self, info: BatchInfo, data: bytes, config: LogConfig, now_ms: int, round_upper_bound: int,
                       transactions: _Transactions, stats: CleanerStats) -> tuple[bytes, int, int] | None:

@@ -129,6 +129,9 @@ class NativeOffsetMap(KeyOffsetMap, Protocol):
                        append_time: int | None, reach: int, delete_horizon: int | None, now_ms: int,
                        delete_retention_ms: int, last_offset_delta: int
                        ) -> tuple[int, int, tuple[bytes, int, int | None, int, int] | None] | None: ...
+    def filter_batches(self, data: bytes, position: int, reach: int, now_ms: int, delete_retention_ms: int,
+                       round_upper_bound: int, keep_empty: set[int] | None
+                       ) -> tuple[int, bytes, list[tuple[int, int, int]], int, int, int, int]: ...
 
 
 def native_map_of(offset_map: KeyOffsetMap) -> NativeOffsetMap | None:
