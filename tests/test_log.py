@@ -494,3 +494,28 @@ def test_a_read_that_must_not_block_reads_the_active_segment_and_declines_what_m
     assert log.read(tail, 1 << 20, isolation=FetchIsolation.TXN_COMMITTED).data
     assert log.try_read(tail, 1 << 20, isolation=FetchIsolation.TXN_COMMITTED).data == \
         log.read(tail, 1 << 20, isolation=FetchIsolation.TXN_COMMITTED).data
+
+
+def test_batches_written_in_one_append_are_indexed_as_if_appended_one_by_one(tmp_path):
+    from stratalog.storage.segment import LogSegment
+
+    batches = [build_batch([Record(i * 3 + j, 1_000 + (i * 7) % 5, b"k", b"v" * 900) for j in range(3)],
+                           base_offset=i * 3) for i in range(40)]
+    entries = [(parse_header(b).last_offset, parse_header(b).max_timestamp, len(b)) for b in batches]
+    files = {}
+    for way in ("one-by-one", "at-once"):
+        directory = tmp_path / way
+        directory.mkdir()
+        segment = LogSegment(directory, 0, index_interval_bytes=4096, max_index_size=1 << 20, create=True,
+                             now_ms=0)
+        if way == "at-once":
+            segment.append_batches(b"".join(batches[:25]), entries[:25])
+            segment.append_batches(b"".join(batches[25:]), entries[25:])
+        else:
+            for data, (last, max_ts, _) in zip(batches, entries):
+                segment.append(last, max_ts, last, data)
+        segment.on_become_inactive()
+        segment.close()
+        files[way] = {p.suffix: p.read_bytes() for p in directory.iterdir()}
+    assert files["at-once"] == files["one-by-one"]
+    assert len(files["at-once"][".index"]) >= 8 * 8   # the test indexes many batches
