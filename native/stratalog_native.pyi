@@ -50,3 +50,6 @@ def scan_log(data: Buffer, base_offset: int, index_interval_bytes: int, latest_e
 
 def check_batch(data: Buffer) -> tuple[tuple[tuple[int, int, int, int, int, int, int], tuple[int, int, int, int, int, int]],
                                        tuple[int, int, int, int] | None] | None: ...
+
+def producer_batches(data: Buffer, position: int, limit: int, start: int, end: int | None
+                     ) -> tuple[list[int], int, int, int]: ...

@@ -448,3 +448,40 @@ def test_a_native_map_that_fills_in_a_chunk_keeps_the_latest_offset_of_the_last_
     consumed, walked, stop = offset_map.map_batches(b"".join(batches), 0, 0, 100)
     assert (consumed, walked, stop) == (len(batches[0]) + len(batches[1]), 3, 2)
     assert offset_map.latest_offset == 0   # the filled batch is not the map's latest
+
+
+# -- the transaction and producer scan: only producers' batches, stepped to natively ------------------
+def _scanned_with(module: ModuleType | None, root: Path) -> object:
+    with kernel(module):
+        manager = LogManager([root], EngineConfig.from_properties({})).open()
+        try:
+            log = manager.get_log("c", 0)
+            state = log.transactions()
+            return (dict(state.ongoing), list(state._ended), list(state._aborted),
+                    dict(log._producers.producers) if log._producers is not None else None)
+        finally:
+            manager.close()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 1 << 30), st.sampled_from(["as written", "large batches", "a torn tail"]))
+def test_the_transaction_scan_finds_the_same_state_with_either_kernel(tmp_path_factory, seed, shape):
+    roots = [tmp_path_factory.mktemp(name) for name in ("python", "native")]
+    for root in roots:
+        _write_log(root, seed, 1_700_000_000_000)
+        manager = LogManager([root], EngineConfig.from_properties({})).open()
+        log = manager.get_log("c", 0)
+        if shape == "large batches":   # past the size where the scan reads headers alone
+            TopicAdmin(manager).alter_topic_config("c", {"cleanup.policy": "compact", "segment.bytes": str(8 << 20),
+                                                         "max.message.bytes": str(1 << 20)})
+            base = log.log_end_offset
+            log.append_raw(build_batch([Record(base, T0, b"big", b"x" * (200 << 10))], base_offset=base,
+                                       producer_id=5, producer_epoch=0, base_sequence=0))
+            log.append(build_batch([Record(0, T0, b"big", os.urandom(100 << 10))]))
+        manager.close()
+        if shape == "a torn tail":
+            last = sorted((root / "c-0").glob("*.log"))[-2]   # the active one is empty, after a roll
+            last.write_bytes(last.read_bytes() + build_batch([Record(0, T0, b"k", b"v")], producer_id=6,
+                                                              producer_epoch=0, base_sequence=0)[:66])
+    python, rust = _scanned_with(None, roots[0]), _scanned_with(stratalog_native, roots[1])
+    assert rust == python

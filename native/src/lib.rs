@@ -9,6 +9,7 @@ mod encode;
 mod fault;
 mod frame;
 mod offset_map;
+mod producers;
 mod scan;
 mod summary;
 mod varint;
@@ -139,6 +140,17 @@ fn scan_log(py: Python<'_>, data: &Bound<'_, PyAny>, base_offset: i64, index_int
                         s.epochs)))
 }
 
+/// The batches of `data` from `position` that the transaction and producer scan must see (see
+/// producers.rs): (their positions, bytes consumed, batches walked, why it stopped).
+#[pyfunction]
+#[pyo3(signature = (data, position, limit, start, end))]
+fn producer_batches(data: &Bound<'_, PyAny>, position: usize, limit: usize, start: i64, end: Option<i64>)
+                    -> PyResult<(Vec<usize>, usize, usize, u8)> {
+    let bytes = Bytes::of(data)?;
+    let found = producers::producer_batches(bytes.slice(), position, limit, start, end);
+    Ok((found.positions, found.consumed, found.batches, found.stop))
+}
+
 #[pymodule]
 fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RecordError", m.py().get_type::<RecordError>())?;
@@ -147,5 +159,6 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<columns::ColumnBuilder>()?;
     m.add_function(wrap_pyfunction!(scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(check_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(producer_batches, m)?)?;
     Ok(())
 }

@@ -53,7 +53,8 @@ from stratalog.records.batch import (
     validate_batch,
 )
 from stratalog.records.compression import Compression, compress, decompress
-from stratalog.records.info import BatchInfo, RecoveryScan, decode_any, iter_batch_infos, peek_batch, scan_natively
+from stratalog.records.info import (BatchInfo, RecoveryScan, decode_any, iter_batch_infos, peek_batch,
+                                   producer_batches_natively, scan_natively)
 from stratalog.records.legacy import LegacyEntry, legacy_records, parse_legacy_entry
 from stratalog.records.varint import decode_varint, encode_varint
 from stratalog.records.builder import assemble_batch
@@ -62,6 +63,7 @@ from stratalog.records.walker import RecordColumns, native_walk, walk_records
 __all__ = [
     "RecordColumns",
     "RecoveryScan",
+    "producer_batches_natively",
     "scan_natively",
     "assemble_batch",
     "native_walk",

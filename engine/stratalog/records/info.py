@@ -143,3 +143,17 @@ def scan_natively(buf: Buffer, base_offset: int, index_interval_bytes: int,
         return None
     scanned = kernel.scan_log(buf, base_offset, index_interval_bytes, latest_epoch)
     return None if scanned is None else RecoveryScan(*scanned)
+
+
+ProducerBatches = tuple[list[int], int, int, int]   # (positions, bytes consumed, batches walked, why it stopped)
+
+
+def producer_batches_natively(buf: Buffer, position: int, limit: int, start: int, end: int | None
+                              ) -> ProducerBatches | None:
+    """The batches of ``buf`` from ``position`` that a producer wrote, in the native kernel (see
+    ``native/src/producers.rs``); None without the kernel (walk ``FileRecords.batch_headers``)."""
+    kernel = native.kernel
+    if kernel is None:
+        return None
+    found: ProducerBatches = kernel.producer_batches(buf, position, limit, start, end)
+    return found

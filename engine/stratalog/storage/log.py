@@ -45,6 +45,7 @@ from stratalog.common.names import (
     TopicPartition,
 )
 from stratalog.records import (
+    LOG_OVERHEAD,
     MAGIC_OFFSET,
     BatchInfo,
     Record,
@@ -53,11 +54,13 @@ from stratalog.records import (
     iter_batch_infos,
     parse_header,
     parse_legacy_entry,
+    producer_batches_natively,
     set_offsets_in_place,
     validate_batch,
 )
-from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT, V2_HEADER_SIZE
 from stratalog.records.transactions import AbortedTransaction, TransactionState
+from stratalog.storage.file_records import SCAN_CHUNK, FileRecords
 from stratalog.storage.file_region import FileRegion
 from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.segment import LogSegment, RollParams, SegmentSlice
@@ -72,6 +75,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 DEFAULT_LEADER_EPOCH = 0
+_PRODUCERS_PYTHON, _PRODUCERS_END = 1, 2   # why the native producer-batch walk stopped (see _feed_transactions)
 INLINE_APPEND_MAX_BYTES = 1 << 20   # the largest batch an event loop validates and appends itself
 COMPRESSION_BITS = 0x07             # of the low byte of a v2 batch's attributes
 
@@ -977,17 +981,47 @@ def _decode_with_type(info: BatchInfo, batch: bytes, source: str) -> tuple[Times
 def _feed_transactions(state: TransactionState, producers: ProducerStates, segments: list[LogSegment], start: int,
                        end: int | None) -> None:
     """Feed the states the batches of ``segments`` from ``start`` to ``end`` (None: to their end).
-    Headers are all they need, but of a control batch (a transaction marker) its record too."""
+    Headers are all they need, but of a control batch (a transaction marker) its record too. Only
+    batches a producer wrote change them: with the native kernel the others are stepped over a
+    chunk of the file at a time, unless batches are so large that reading headers alone is less."""
     for segment in segments:
-        for info, head in segment.log.batch_headers(0):
-            if end is not None and info.base_offset >= end:
+        records = segment.log
+        position, limit = 0, records.size
+        while position < limit:
+            chunk = records.read(position, min(SCAN_CHUNK, limit - position))
+            found = producer_batches_natively(chunk, 0, limit - position, start, end)
+            if found is None:
+                break
+            positions, consumed, batches, stop = found
+            for relative in positions:
+                _feed_batch(state, producers, records, position + relative, chunk[relative : relative + V2_HEADER_SIZE])
+            position += consumed
+            if stop == _PRODUCERS_END:
                 return
-            if info.last_offset >= start:
-                data = head
-                if info.magic >= 2 and head[ATTRIBUTES_OFFSET + 1] & CONTROL_BIT:
-                    data = segment.log.read(info.position, info.size)
-                state.on_batch(data)
-                feed_batch(producers, data)
+            if stop == _PRODUCERS_PYTHON or (batches and consumed // batches > SCAN_CHUNK // 16):
+                break
+        if not _feed_from_headers(state, producers, records, position, start, end):
+            return
+
+
+def _feed_from_headers(state: TransactionState, producers: ProducerStates, records: FileRecords, position: int,
+                       start: int, end: int | None) -> bool:
+    """The scan's walk from ``position`` over headers read alone; False once it reached ``end``."""
+    for info, head in records.batch_headers(position):
+        if end is not None and info.base_offset >= end:
+            return False
+        if info.last_offset >= start:
+            _feed_batch(state, producers, records, info.position, head)
+    return True
+
+
+def _feed_batch(state: TransactionState, producers: ProducerStates, records: FileRecords, position: int,
+                head: bytes) -> None:
+    data = head
+    if head[MAGIC_OFFSET] >= 2 and head[ATTRIBUTES_OFFSET + 1] & CONTROL_BIT:
+        data = records.read(position, int.from_bytes(head[8:12], "big", signed=True) + LOG_OVERHEAD)
+    state.on_batch(data)
+    feed_batch(producers, data)
 
 
 def _split_batches(data: bytes) -> Iterator[tuple[BatchInfo, bytes]]:
