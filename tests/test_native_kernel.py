@@ -9,13 +9,11 @@ kernel to be built (``scripts/setup`` builds it): without it these tests fail ra
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -46,6 +44,8 @@ from stratalog.storage.cleaner.manager import LogCleaner
 from stratalog.storage.loader import load_log
 from stratalog.storage.log_manager import LogManager
 
+from kernel_choice import kernel
+
 T0 = 1_700_000_000_000
 RECORDS_START = 61
 COUNT_AT, LAST_DELTA_AT, BASE_TS_AT = 57, 23, 27
@@ -55,15 +55,6 @@ _records = st.lists(
               st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=8)), max_size=2),
               st.integers(-(1 << 20), 1 << 20)),
     min_size=1, max_size=12)
-
-
-@contextlib.contextmanager
-def kernel(module: ModuleType | None) -> Iterator[None]:
-    saved, native.kernel = native.kernel, module
-    try:
-        yield
-    finally:
-        native.kernel = saved
 
 
 def outcome(module: ModuleType | None, data: bytes | bytearray) -> object:

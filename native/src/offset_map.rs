@@ -30,6 +30,27 @@ type Rebuilt<'py> = (Bound<'py, PyBytes>, i64, Option<i64>, i64, i64);
 /// What the filter makes of a batch: (records kept, keyless records dropped, its rebuilt records if it changes).
 type Filtered = (i64, i64, Option<(Vec<u8>, i64, Option<i64>, i64, i64)>);
 
+/// The size of the v2 batch at the start of `d` if it is whole there; else why a chunk walk stops:
+/// 0 when it is not all in `d` (read on), 1 when its header cannot be a v2 batch (the Python path).
+fn whole_v2_batch(d: &[u8]) -> Result<usize, u8> {
+    if d.len() < 61 {
+        return Err(0);
+    }
+    let batch_length = i32::from_be_bytes(be(d, 8));
+    if d[16] != 2 || batch_length < 49 {
+        return Err(1);
+    }
+    let size = batch_length as usize + 12;
+    if size > d.len() { Err(0) } else { Ok(size) }
+}
+
+/// A batch the chunk walks take: uncompressed, neither transactional nor control, a record count
+/// that can be, and a CRC that matches.
+fn plain_and_sound(d: &[u8], size: usize) -> bool {
+    u16::from_be_bytes(be(d, 21)) & 0x37 == 0 && i32::from_be_bytes(be(d, 57)) >= 0
+        && ::crc32c::crc32c(&d[21..size]) == u32::from_be_bytes(be(d, 17))
+}
+
 const MIN_ARENA_GROWTH: usize = 64 << 10;
 const MIN_TABLE_BYTES: usize = 256; // hashbrown's first allocation for 16-byte entries, rounded up
 const INT32_MAX: i64 = i32::MAX as i64;
@@ -320,18 +341,11 @@ impl OffsetMap {
         let mut spans = std::mem::take(&mut self.spans);
         let stop = loop {
             let d = &buffer[p.min(buffer.len())..];
-            if d.len() < 61 {
-                break 0;
-            }
+            let size = match whole_v2_batch(d) {
+                Ok(size) => size,
+                Err(stop) => break stop,
+            };
             let base_offset = i64::from_be_bytes(be(d, 0));
-            let batch_length = i32::from_be_bytes(be(d, 8));
-            if d[16] != 2 || batch_length < 49 {
-                break 1;
-            }
-            let size = batch_length as usize + 12;
-            if size > d.len() {
-                break 0;
-            }
             if base_offset >= end_offset {
                 break 3;
             }
@@ -340,9 +354,8 @@ impl OffsetMap {
                 p += size;
                 continue;
             }
-            let attributes = u16::from_be_bytes(be(d, 21));
             let count = i32::from_be_bytes(be(d, 57));
-            if attributes & 0x37 != 0 || count < 0 || ::crc32c::crc32c(&d[21..size]) != u32::from_be_bytes(be(d, 17)) {
+            if !plain_and_sound(d, size) {
                 break 1;
             }
             let Some(last_offset) = last_offset else { break 1 };
@@ -422,22 +435,15 @@ impl OffsetMap {
         let (mut read, mut kept_total, mut invalid_total) = (0i64, 0i64, 0i64);
         let stop = loop {
             let d = &buffer[p.min(buffer.len())..];
-            if d.len() < 61 {
-                break 0;
-            }
-            let batch_length = i32::from_be_bytes(be(d, 8));
-            if d[16] != 2 || batch_length < 49 {
+            let size = match whole_v2_batch(d) {
+                Ok(size) => size,
+                Err(stop) => break stop,
+            };
+            if !plain_and_sound(d, size) {
                 break 1;
-            }
-            let size = batch_length as usize + 12;
-            if size > d.len() {
-                break 0;
             }
             let attributes = u16::from_be_bytes(be(d, 21));
             let count = i32::from_be_bytes(be(d, 57));
-            if attributes & 0x37 != 0 || count < 0 || ::crc32c::crc32c(&d[21..size]) != u32::from_be_bytes(be(d, 17)) {
-                break 1;
-            }
             let base_offset = i64::from_be_bytes(be(d, 0));
             let last_offset_delta = i32::from_be_bytes(be(d, 23)) as i64;
             let (base_timestamp, max_timestamp) = (i64::from_be_bytes(be(d, 27)), i64::from_be_bytes(be(d, 35)));

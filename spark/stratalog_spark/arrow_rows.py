@@ -51,10 +51,8 @@ def to_record_batch(columns: RecordColumns, schema: pa.Schema, topic: str, parti
             arrays.append(pa.array(columns.keys, field_type))
         elif name == "value":
             arrays.append(pa.array(columns.values, field_type))
-        elif name == "topic":
-            arrays.append(pa.repeat(pa.scalar(topic, field_type), rows))
-        elif name == "partition":
-            arrays.append(pa.repeat(pa.scalar(partition, field_type), rows))
+        elif name in _CONSTANT:
+            arrays.append(_constant(name, field_type, topic, partition, rows))
         elif name == "offset":
             arrays.append(pa.array(columns.offsets, field_type))
         elif name == "timestamp":
@@ -67,6 +65,13 @@ def to_record_batch(columns: RecordColumns, schema: pa.Schema, topic: str, parti
             assert columns.headers is not None
             arrays.append(_headers_array(columns.headers, field_type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+_CONSTANT = ("topic", "partition")   # one value for every row of a range
+
+
+def _constant(name: str, field_type: pa.DataType, topic: str, partition: int, rows: int) -> pa.Array:
+    return pa.repeat(pa.scalar(topic if name == "topic" else partition, field_type), rows)
 
 
 def _headers_array(per_record: list[tuple[Header, ...]], field_type: pa.DataType) -> pa.Array:
@@ -183,10 +188,8 @@ def _from_buffers(taken: tuple[Any, ...], schema: pa.Schema, topic: str, partiti
             arrays.append(pa.Array.from_buffers(field_type, rows, [
                 None if validity is None else pa.py_buffer(validity), pa.py_buffer(value_offsets),
                 pa.py_buffer(data)], null_count=nulls))
-        elif name == "topic":
-            arrays.append(pa.repeat(pa.scalar(topic, field_type), rows))
-        elif name == "partition":
-            arrays.append(pa.repeat(pa.scalar(partition, field_type), rows))
+        elif name in _CONSTANT:
+            arrays.append(_constant(name, field_type, topic, partition, rows))
         elif name == "offset":
             arrays.append(pa.Array.from_buffers(field_type, rows, [None, pa.py_buffer(offsets)]))
         elif name == "timestamp":

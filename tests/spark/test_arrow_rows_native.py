@@ -4,8 +4,6 @@ projections, and for damaged records the same ``CorruptRecordError`` at the same
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from types import ModuleType
 
 import pyarrow as pa
@@ -20,6 +18,7 @@ from stratalog.records.control import ControlRecordType, build_end_txn_marker_ba
 from stratalog_spark.arrow_rows import record_batches
 from stratalog_spark.schema import ALL_COLUMNS, KAFKA_COLUMNS, arrow_schema
 from test_records import legacy_entry
+from kernel_choice import kernel
 
 T0 = 1_700_000_000_000
 RECORDS_START = 61
@@ -31,15 +30,6 @@ _records = st.lists(
     min_size=1, max_size=12)
 _projections = st.sampled_from([KAFKA_COLUMNS, ("partition", "offset", "key"), ("value",), ("offset", "timestamp"),
                                 ("timestampType", "topic")])
-
-
-@contextlib.contextmanager
-def kernel(module: ModuleType | None) -> Iterator[None]:
-    saved, native.kernel = native.kernel, module
-    try:
-        yield
-    finally:
-        native.kernel = saved
 
 
 def rows(module: ModuleType | None, raw: list[bytes], columns: tuple[str, ...], start: int, end: int,

@@ -167,24 +167,35 @@ class LogSegment:
                data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
-        relative = largest_offset - self.base_offset
-        if not 0 <= relative <= INT32_MAX:
-            raise SegmentOffsetOverflowError(
-                f"offset {largest_offset} cannot go in segment {self.base_offset}: relative offset {relative} "
-                "is outside the int32 range"
-            )
+        position = self._write_position((largest_offset,), largest_timestamp)
+        self.log.append(data)
+        self._index_batch(largest_offset, largest_timestamp, offset_of_max_timestamp, position, len(data))
+        self._next_offset = largest_offset + 1
+
+    def _write_position(self, offsets: tuple[int, ...], first_timestamp: int) -> int:
+        """Where a write goes, once ``offsets`` are known to fit this segment (int32 from its base)."""
+        for offset in offsets:
+            relative = offset - self.base_offset
+            if not 0 <= relative <= INT32_MAX:
+                raise SegmentOffsetOverflowError(
+                    f"offset {offset} cannot go in segment {self.base_offset}: relative offset {relative} "
+                    "is outside the int32 range"
+                )
         position = self.log.size
         if position == 0 and not self._rolling_loaded:
-            self._rolling_based_timestamp, self._rolling_loaded = largest_timestamp, True
-        self.log.append(data)
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp, self._offset_of_max_timestamp = largest_timestamp, offset_of_max_timestamp
+            self._rolling_based_timestamp, self._rolling_loaded = first_timestamp, True
+        return position
+
+    def _index_batch(self, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, position: int,
+                     size: int) -> None:
+        """A written batch's part in the indexes: an entry once ``index.interval.bytes`` have passed."""
+        if max_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
+            self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(data)
-        self._next_offset = largest_offset + 1
+        self._bytes_since_last_index_entry += size
 
     def append_batches(self, data: bytes, batches: list[tuple[int, int, int]]) -> None:
         """Whole batches in one write, each indexed as its own ``append`` would index it: ``batches``
@@ -192,24 +203,10 @@ class LogSegment:
         of a ``MemoryRecords``, which the cleaner writes a read buffer's worth at a time.)"""
         if not batches:
             return
-        for last_offset, _, _ in (batches[0], batches[-1]):
-            relative = last_offset - self.base_offset
-            if not 0 <= relative <= INT32_MAX:
-                raise SegmentOffsetOverflowError(
-                    f"offset {last_offset} cannot go in segment {self.base_offset}: relative offset {relative} "
-                    "is outside the int32 range")
-        position = self.log.size
-        if position == 0 and not self._rolling_loaded:
-            self._rolling_based_timestamp, self._rolling_loaded = batches[0][1], True
+        position = self._write_position((batches[0][0], batches[-1][0]), batches[0][1])
         self.log.append(data)
         for last_offset, max_timestamp, size in batches:
-            if max_timestamp > self.max_timestamp_so_far:
-                self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, last_offset
-            if self._bytes_since_last_index_entry > self.index_interval_bytes:
-                self.offset_index.append(last_offset, position)
-                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-                self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += size
+            self._index_batch(last_offset, max_timestamp, last_offset, position, size)
             position += size
         self._next_offset = batches[-1][0] + 1
 
