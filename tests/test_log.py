@@ -519,3 +519,14 @@ def test_batches_written_in_one_append_are_indexed_as_if_appended_one_by_one(tmp
         files[way] = {p.suffix: p.read_bytes() for p in directory.iterdir()}
     assert files["at-once"] == files["one-by-one"]
     assert len(files["at-once"][".index"]) >= 8 * 8   # the test indexes many batches
+
+
+def test_batches_written_in_one_append_are_all_checked_against_the_segments_offset_range_first(tmp_path):
+    from stratalog.storage.segment import LogSegment, SegmentOffsetOverflowError
+
+    batches = [build_batch([Record(offset, 1_000, b"k", b"v")], base_offset=offset) for offset in (0, 1 << 40, 2)]
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=4096, max_index_size=1 << 20, create=True, now_ms=0)
+    with pytest.raises(SegmentOffsetOverflowError, match=f"offset {1 << 40} cannot go in segment 0"):
+        segment.append_batches(b"".join(batches), [(parse_header(b).last_offset, 1_000, len(b)) for b in batches])
+    assert segment.size == 0   # nothing written
+    segment.close()

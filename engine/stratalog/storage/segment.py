@@ -203,7 +203,8 @@ class LogSegment:
         of a ``MemoryRecords``, which the cleaner writes a read buffer's worth at a time.)"""
         if not batches:
             return
-        position = self._write_position((batches[0][0], batches[-1][0]), batches[0][1])
+        # Every batch is checked before anything is written: offsets of damaged input need not rise.
+        position = self._write_position(tuple(last_offset for last_offset, _, _ in batches), batches[0][1])
         self.log.append(data)
         for last_offset, max_timestamp, size in batches:
             self._index_batch(last_offset, max_timestamp, last_offset, position, size)
