@@ -64,6 +64,7 @@ pub struct ColumnBuilder {
     keys: Option<BinaryColumn>,
     values: Option<BinaryColumn>,
     spans: Vec<RecordSpans>,
+    picked: Vec<(usize, i64, i64)>, // (record, offset, timestamp) of the rows one add makes
 }
 
 #[pymethods]
@@ -73,7 +74,7 @@ impl ColumnBuilder {
     fn new(keys: bool, values: bool) -> ColumnBuilder {
         ColumnBuilder { offsets: Vec::new(), timestamps: Vec::new(), timestamp_types: Vec::new(),
                         keys: keys.then(BinaryColumn::new), values: values.then(BinaryColumn::new),
-                        spans: Vec::new() }
+                        spans: Vec::new(), picked: Vec::new() }
     }
 
     fn __len__(&self) -> usize {
@@ -110,17 +111,36 @@ impl ColumnBuilder {
                 "a column would pass Arrow's 2 GiB binary limit: take the rows first ({} bytes held)",
                 self.data_bytes())));
         }
-        let before = self.offsets.len();
-        let (first, stop) = (first.unwrap_or(i64::MIN), stop.map_or(i128::MAX, i128::from));
-        for spans in &self.spans {
-            let offset = base_offset.checked_add(spans.offset_delta).ok_or_else(|| overflow("offset"))?;
-            if offset < first || offset as i128 >= stop {
+        // Which records are rows, their offsets and timestamps, all known (or refused) before the
+        // columns change: a batch that fails adds nothing.
+        let (first, stop) = (first.map_or(i128::MIN, i128::from), stop.map_or(i128::MAX, i128::from));
+        let mut picked = std::mem::take(&mut self.picked);
+        picked.clear();
+        for (i, spans) in self.spans.iter().enumerate() {
+            // Exact first, as Python's ints: a record outside the range is dropped before its offset
+            // has to fit in 64 bits.
+            let exact = base_offset as i128 + spans.offset_delta as i128;
+            if exact < first || exact >= stop {
                 continue;
             }
+            let Ok(offset) = i64::try_from(exact) else {
+                self.picked = picked;
+                return Err(overflow("offset"));
+            };
             let timestamp = match append_time {
                 Some(time) => time,
-                None => base_timestamp.checked_add(spans.timestamp_delta).ok_or_else(|| overflow("timestamp"))?,
+                None => match base_timestamp.checked_add(spans.timestamp_delta) {
+                    Some(timestamp) => timestamp,
+                    None => {
+                        self.picked = picked;
+                        return Err(overflow("timestamp"));
+                    }
+                },
             };
+            picked.push((i, offset, timestamp));
+        }
+        for &(i, offset, timestamp) in &picked {
+            let spans = &self.spans[i];
             let row = self.offsets.len();
             self.offsets.push(offset);
             self.timestamps.push(timestamp);
@@ -132,7 +152,9 @@ impl ColumnBuilder {
                 column.push(row, spans.value.bytes(slice));
             }
         }
-        Ok(self.offsets.len() - before)
+        let added = picked.len();
+        self.picked = picked;
+        Ok(added)
     }
 
     /// (rows, offsets int64, timestamps int64 in ms, timestamp types int32, keys, values), each

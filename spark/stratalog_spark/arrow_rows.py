@@ -8,7 +8,9 @@ record); Arrow wraps them as they are. Without it, or when headers are asked
 for, the engine's record walk (``stratalog.records.walk_records``) appends
 records to per-column lists, only for the columns the query asked for, and
 each list becomes one Arrow array per ~64k rows. The two give the same rows
-and the same errors (tests/spark/test_arrow_rows_native.py).
+and, for damaged records, the same error (tests/spark/test_arrow_rows_native.py);
+only where they cut the rows into Arrow batches may differ (the native one also
+hands its rows over before a v0/v1 entry, and at 64 MiB of keys and values).
 
 What a Kafka consumer sees is what a row is: control batches (transaction
 markers) are never rows; with ``read_committed`` isolation, data of aborted

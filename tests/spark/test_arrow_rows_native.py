@@ -134,3 +134,10 @@ def test_rows_are_handed_over_once_a_whole_batch_reaches_the_asked_rows(rows_per
         with kernel(module):
             assert [b.num_rows for b in record_batches(data, arrow_schema(KAFKA_COLUMNS), "t", 0, 0, 6,
                                                         rows_per_batch=rows_per_batch)] == sizes
+
+
+def test_records_past_the_range_near_int64s_end_are_dropped_before_their_offsets_must_fit():
+    base = (1 << 63) - 3
+    raw = build_batch([Record(base + i, T0, b"k%d" % i, b"v") for i in range(6)], base_offset=base)
+    table = alike([raw], ("offset", "key"), base, (1 << 63) - 1)
+    assert table.column("offset").to_pylist() == [base, base + 1]
