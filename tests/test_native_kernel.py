@@ -476,3 +476,62 @@ def test_the_transaction_scan_finds_the_same_state_with_either_kernel(tmp_path_f
                                                               producer_epoch=0, base_sequence=0)[:66])
     python, rust = _scanned_with(None, roots[0]), _scanned_with(stratalog_native, roots[1])
     assert rust == python
+
+
+def _plain_and_gzip_log(root: Path, batches: int, *, gzip: bool = True) -> Path:
+    """A compacted partition whose batches alternate between uncompressed and gzip (or are all uncompressed)."""
+    manager = LogManager([root], EngineConfig.from_properties({})).open()
+    # A sparse index: a batch's wrong offset then meets no index entry that would refuse it.
+    config = {"segment.bytes": str(64 << 20), "min.cleanable.dirty.ratio": "0.01", "index.interval.bytes": str(1 << 20)}
+    TopicAdmin(manager).create_topic("c", 1, {**config, "cleanup.policy": "delete"})
+    log = manager.get_log("c", 0)
+    for i in range(batches):
+        records = [Record(5 * i + j, T0, b"key-%d" % (j % 7), b"v" * 30) for j in range(5)]
+        log.append_raw(build_batch(records, base_offset=5 * i,
+                                   compression=Compression.GZIP if gzip and i % 2 else Compression.NONE))
+    log.roll()
+    TopicAdmin(manager).alter_topic_config("c", {**config, "cleanup.policy": "compact"})
+    manager.close()
+    return root
+
+
+def test_a_segment_mixing_plain_and_compressed_batches_is_read_once_per_pass(tmp_path, monkeypatch):
+    """The native chunk walk hands the Python path its batches from the chunk it read, not from the file again."""
+    from stratalog.storage.file_records import FileRecords
+
+    root = _plain_and_gzip_log(tmp_path, 4000)
+    segment_bytes = sum(p.stat().st_size for p in (root / "c-0").glob("*.log"))
+    read = [0]
+    original = FileRecords.read
+
+    def counting(self: FileRecords, position: int, size: int) -> bytes:
+        data = original(self, position, size)
+        read[0] += len(data)
+        return data
+
+    monkeypatch.setattr(FileRecords, "read", counting)
+    manager = LogManager([root], EngineConfig.from_properties({})).open()
+    assert LogCleaner(manager).run_pass(force=True)
+    manager.close()
+    # the map pass, the producers' scan and the filter pass: one read of the segment each
+    assert segment_bytes * 2 < read[0] <= segment_bytes * 3 + (1 << 20), (read[0], segment_bytes)
+
+
+def test_a_base_offset_damaged_mid_segment_stops_the_cleaner_with_either_kernel(tmp_path):
+    """Outside the CRC, a base offset can be wrong: the cleaned copy then cannot hold it, and is never swapped in."""
+    outcomes = []
+    for module in (None, stratalog_native):
+        root = _plain_and_gzip_log(tmp_path / str(module is None), 300, gzip=False)
+        segment = sorted((root / "c-0").glob("*.log"))[0]
+        data = bytearray(segment.read_bytes())
+        position = 0
+        while position < len(data) // 2:   # a batch mid-segment, amid a run of plain ones
+            position += int.from_bytes(data[position + 8 : position + 12], "big") + 12
+        data[position + 3] ^= 0x40   # the batch's base offset, far past int32 of the segment's base
+        segment.write_bytes(bytes(data))
+        with kernel(module):
+            manager = LogManager([root], EngineConfig.from_properties({})).open()
+            reports = LogCleaner(manager).run_pass(force=True)
+            manager.close()
+        outcomes.append((reports, segment.read_bytes() == bytes(data)))
+    assert outcomes[0] == outcomes[1] == ([], True)

@@ -30,18 +30,23 @@ type Rebuilt<'py> = (Bound<'py, PyBytes>, i64, Option<i64>, i64, i64);
 /// What the filter makes of a batch: (records kept, keyless records dropped, its rebuilt records if it changes).
 type Filtered = (i64, i64, Option<(Vec<u8>, i64, Option<i64>, i64, i64)>);
 
-/// The size of the v2 batch at the start of `d` if it is whole there; else why a chunk walk stops:
-/// 0 when it is not all in `d` (read on), 1 when its header cannot be a v2 batch (the Python path).
+// Why a walk over a chunk of batches stopped (`stratalog.storage.cleaner.chunks`).
+const CHUNK_DONE: u8 = 0; // the next batch is not whole in the chunk, or the chunk is done
+const TO_PYTHON: u8 = 1; // the next batch is for the Python path
+const MAP_FULL: u8 = 2; // the offset map filled up
+const AT_END: u8 = 3; // the next batch starts at or after the pass's end offset
+
+/// The size of the v2 batch at the start of `d` if it is whole there; else why a chunk walk stops.
 fn whole_v2_batch(d: &[u8]) -> Result<usize, u8> {
     if d.len() < 61 {
-        return Err(0);
+        return Err(CHUNK_DONE);
     }
     let batch_length = i32::from_be_bytes(be(d, 8));
     if d[16] != 2 || batch_length < 49 {
-        return Err(1);
+        return Err(TO_PYTHON);
     }
     let size = batch_length as usize + 12;
-    if size > d.len() { Err(0) } else { Ok(size) }
+    if size > d.len() { Err(CHUNK_DONE) } else { Ok(size) }
 }
 
 /// A batch the chunk walks take: uncompressed, neither transactional nor control, a record count
@@ -347,7 +352,7 @@ impl OffsetMap {
             };
             let base_offset = i64::from_be_bytes(be(d, 0));
             if base_offset >= end_offset {
-                break 3;
+                break AT_END;
             }
             let last_offset = base_offset.checked_add(i32::from_be_bytes(be(d, 23)) as i64);
             if last_offset.is_some_and(|last| last < from_offset) {
@@ -356,11 +361,11 @@ impl OffsetMap {
             }
             let count = i32::from_be_bytes(be(d, 57));
             if !plain_and_sound(d, size) {
-                break 1;
+                break TO_PYTHON;
             }
-            let Some(last_offset) = last_offset else { break 1 };
+            let Some(last_offset) = last_offset else { break TO_PYTHON };
             if walk(d, 61, size, count as i64, &mut spans).is_err() {
-                break 1;
+                break TO_PYTHON;
             }
             let mut fitted = true;
             let mut batch_walked = spans.len() as i64;
@@ -377,7 +382,7 @@ impl OffsetMap {
             walked += batch_walked;
             p += size;
             if !fitted {
-                break 2;
+                break MAP_FULL;
             }
             self.update_latest_offset(last_offset);
         };
@@ -440,7 +445,7 @@ impl OffsetMap {
                 Err(stop) => break stop,
             };
             if !plain_and_sound(d, size) {
-                break 1;
+                break TO_PYTHON;
             }
             let attributes = u16::from_be_bytes(be(d, 21));
             let count = i32::from_be_bytes(be(d, 57));
@@ -450,17 +455,17 @@ impl OffsetMap {
             let producer_id = i64::from_be_bytes(be(d, 43));
             let log_append = attributes & 0x08 != 0;
             let delete_horizon = (attributes & 0x40 != 0).then_some(base_timestamp);
-            let Some(last_offset) = base_offset.checked_add(last_offset_delta) else { break 1 };
+            let Some(last_offset) = base_offset.checked_add(last_offset_delta) else { break TO_PYTHON };
             let filtered = self.filter(d, 61, size, count as i64, base_offset, base_timestamp,
                                        log_append.then_some(max_timestamp), reach, delete_horizon, now_ms,
                                        delete_retention_ms, last_offset_delta);
-            let Ok(Some((kept, invalid, rebuilt))) = filtered else { break 1 };
+            let Ok(Some((kept, invalid, rebuilt))) = filtered else { break TO_PYTHON };
             if kept == 0 {
                 let round_last = last_offset.checked_add(1) == Some(round_upper_bound);
                 let producers_last = producer_id >= 0
                     && keep_empty.as_ref().is_none_or(|offsets| offsets.contains(&last_offset));
                 if round_last || producers_last {
-                    break 1;
+                    break TO_PYTHON;
                 }
             } else if let Some((body, new_base, horizon, _, records_max_ts)) = rebuilt {
                 let start = out.len();

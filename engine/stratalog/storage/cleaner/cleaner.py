@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -36,9 +36,7 @@ from stratalog.common.config import LogConfig
 from stratalog.common.crash_points import crash_point
 from stratalog.storage.log import Log
 from stratalog.common.names import CLEANED_SUFFIX
-from stratalog.records.batch_header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_BIT, TRANSACTIONAL_BIT
 from stratalog.records import (
-    MAGIC_OFFSET,
     BatchHeader,
     BatchInfo,
     Compression,
@@ -50,8 +48,8 @@ from stratalog.records import (
     parse_header,
 )
 from stratalog.common.limits import INT32_MAX
-from stratalog.storage.file_records import SCAN_CHUNK
 from stratalog.storage.segment import LogSegment
+from stratalog.storage.cleaner.chunks import MAP_FULL, python_batches
 from stratalog.storage.cleaner.offset_map import KeyOffsetMap, native_map_of
 from stratalog.storage.cleaner.rebuild import empty_batch, filter_natively, rebuild_batch
 from stratalog.storage.cleaner.selection import LogToClean
@@ -61,11 +59,6 @@ from stratalog.records.transactions import TransactionTracker, control_type
 from stratalog.storage.transactions import scan_aborted_transactions
 
 Progress = Callable[[int], None]
-
-# Why a native pass over a chunk (``map_batches``, ``filter_batches``) stopped.
-MAP_CHUNK_DONE, MAP_PYTHON, MAP_FULL, MAP_END = 0, 1, 2, 3
-_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1   # the int16's low byte: codec, transactional and control bits
-_NOT_PLAIN = COMPRESSION_MASK | TRANSACTIONAL_BIT | CONTROL_BIT
 
 
 @dataclass
@@ -187,45 +180,35 @@ class Cleaner:
                      stats: CleanerStats) -> bool:
         """Map the batches of ``segment`` from ``position`` below offset ``end``; False once the map is full.
 
-        With the native map, runs of plain batches are mapped a chunk of the file at a time in one
-        call (``map_batches``); the batches it leaves (transactional, control, compressed, legacy,
-        larger than a chunk, or damaged: the Python path names the damage) go one at a time.
+        With the native map, runs of plain batches are mapped a chunk at a time in one call
+        (``map_batches``, see ``chunks``); the batches it leaves go one at a time through Python.
         """
         native_map = self.native_map
-        records = segment.log
-        limit = records.size
-        while position < limit:
-            if native_map is not None:
-                chunk = records.read(position, min(SCAN_CHUNK, limit - position))
-                consumed, walked, stop = native_map.map_batches(chunk, 0, start, end)
+        full = False
+        batches: Iterable[tuple[BatchInfo, bytes]]
+        if native_map is None:
+            batches = segment.log.batches_with_data(position)
+        else:
+            def native_step(chunk: bytes, relative: int) -> tuple[int, int]:
+                nonlocal full
+                consumed, walked, stop = native_map.map_batches(chunk, relative, start, end)
                 if consumed:
                     self._account_read(consumed, stats)
                     stats.map_records += walked
-                    position += consumed
-                if stop == MAP_FULL:
-                    return False
-                if stop == MAP_END:
-                    return True
-                if stop == MAP_CHUNK_DONE and consumed:
-                    continue
-            # One batch at least through the Python path, then back to the native one at a plain batch.
-            handled = 0
-            for info, data in records.batches_with_data(position):
-                if native_map is not None and handled and _plain(data):
-                    break
-                handled += 1
-                if info.base_offset >= end:
-                    return True
-                self._account_read(info.size, stats)
-                position += info.size
-                if info.last_offset < start:
-                    continue
-                if not self._map_batch(info, data, start, transactions, stats):
-                    return False
-                self.offset_map.update_latest_offset(info.last_offset)
-            if not handled:
-                return True  # no batch left (or a torn tail, which recovery deals with)
-        return True
+                full = stop == MAP_FULL
+                return consumed, stop
+
+            batches = python_batches(segment.log, position, native_step)
+        for info, data in batches:
+            if info.base_offset >= end:
+                return True
+            self._account_read(info.size, stats)
+            if info.last_offset < start:
+                continue
+            if not self._map_batch(info, data, start, transactions, stats):
+                return False
+            self.offset_map.update_latest_offset(info.last_offset)
+        return not full
 
     def _map_batch(self, info: BatchInfo, data: bytes, start: int, transactions: _Transactions,
                    stats: CleanerStats) -> bool:
@@ -337,41 +320,34 @@ class Cleaner:
         """Write what ``segment`` keeps into ``cleaned``.
 
         With the native map (and the offset map's rule), runs of plain batches are filtered, and
-        rebuilt where they change, a chunk of the file at a time in one call (``filter_batches``),
-        and written in one append; the batches it leaves go one at a time through the Python path,
-        as in the map pass.
+        rebuilt where they change, a chunk at a time in one call (``filter_batches``, see
+        ``chunks``) and written in one append; the batches it leaves go one at a time through Python.
         """
         native_map = self.native_map if isinstance(self.decision, OffsetMapDecision) else None
-        records = segment.log
-        limit = records.size
-        position = 0
-        while position < limit:
-            if native_map is not None:
-                chunk = records.read(position, min(SCAN_CHUNK, limit - position))
-                consumed, out, batches, read, kept, invalid, stop = native_map.filter_batches(
-                    chunk, 0, self.decision.reach, now_ms, config.delete_retention_ms, round_upper_bound,
+        batches: Iterable[tuple[BatchInfo, bytes]]
+        if native_map is None:
+            batches = segment.log.batches_with_data(0)
+        else:
+            reach = self.decision.reach
+
+            def native_step(chunk: bytes, relative: int) -> tuple[int, int]:
+                consumed, out, written, read, kept, invalid, stop = native_map.filter_batches(
+                    chunk, relative, reach, now_ms, config.delete_retention_ms, round_upper_bound,
                     transactions.known_last_batches_of_active_producers())
                 if consumed:
                     self._account_read(consumed, stats)
-                    position += consumed
                     _count(stats, read, kept)
                     stats.invalid_records += invalid
-                    self._write(cleaned, out, batches, stats)
-                if stop == MAP_CHUNK_DONE and consumed:
-                    continue
-            handled = 0
-            for info, data in records.batches_with_data(position):
-                if native_map is not None and handled and _plain(data):
-                    break
-                handled += 1
-                self._account_read(info.size, stats)
-                position += info.size
-                output = self._filter_batch(info, data, config, now_ms, round_upper_bound, transactions, stats)
-                if output is not None:
-                    out_data, last_offset, max_timestamp = output
-                    self._write(cleaned, out_data, [(last_offset, max_timestamp, len(out_data))], stats)
-            if not handled:
-                return
+                    self._write(cleaned, out, written, stats)
+                return consumed, stop
+
+            batches = python_batches(segment.log, 0, native_step)
+        for info, data in batches:
+            self._account_read(info.size, stats)
+            output = self._filter_batch(info, data, config, now_ms, round_upper_bound, transactions, stats)
+            if output is not None:
+                out_data, last_offset, max_timestamp = output
+                self._write(cleaned, out_data, [(last_offset, max_timestamp, len(out_data))], stats)
 
     def _write(self, cleaned: LogSegment, data: bytes, batches: list[tuple[int, int, int]],
                stats: CleanerStats) -> None:
@@ -462,11 +438,6 @@ class Cleaner:
         self.throttler.maybe_throttle(size)
         if self.progress is not None:
             self.progress(size)
-
-
-def _plain(data: bytes) -> bool:
-    """A v2 batch neither compressed, transactional nor control: one the native map pass takes."""
-    return data[MAGIC_OFFSET] == 2 and data[_ATTRIBUTES_LOW_BYTE] & _NOT_PLAIN == 0
 
 
 def _count(stats: CleanerStats, read: int, kept: int) -> None:
