@@ -121,15 +121,11 @@ def record_batches(raw_batches: Iterable[bytes], schema: pa.Schema, topic: str, 
     for data in raw_batches:
         rows = len(columns)
         if data[MAGIC_OFFSET] >= 2:
-            header = parse_header(data)
-            if header.is_control:
-                if aborted is not None:
-                    aborted.on_control(header, data)
-                continue
-            if aborted is not None and aborted.is_aborted(header):
+            header = _data_header(data, aborted)
+            if header is None:
                 continue
             walk_records(data, 0, columns, header=header)  # the store checked the whole batch (CRC)
-            inside = start <= header.base_offset and header.last_offset < end
+            inside = _inside(header, start, end)
         else:
             _add_legacy(columns, data)
             inside = False  # a wrapper's inner offsets are known only once decoded
@@ -142,6 +138,25 @@ def record_batches(raw_batches: Iterable[bytes], schema: pa.Schema, topic: str, 
         yield to_record_batch(columns, schema, topic, partition)
 
 
+def _data_header(data: bytes, aborted: AbortedFilter | None) -> BatchHeader | None:
+    """The header of a v2 batch whose records are rows; None for a control batch (which the
+    aborted-transaction filter still sees) or a batch of an aborted transaction."""
+    header = parse_header(data)
+    if header.is_control:
+        if aborted is not None:
+            aborted.on_control(header, data)
+        return None
+    if aborted is not None and aborted.is_aborted(header):
+        return None
+    return header
+
+
+def _inside(header: BatchHeader, start: int, end: int) -> bool:
+    """Whether every record of the batch is in [start, end) by its header: its records are then
+    kept without looking at their own offsets."""
+    return start <= header.base_offset and header.last_offset < end
+
+
 def _native_record_batches(kernel: Any, raw_batches: Iterable[bytes], schema: pa.Schema, topic: str,
                            partition: int, start: int, end: int, aborted: AbortedFilter | None,
                            rows_per_batch: int) -> Iterator[pa.RecordBatch]:
@@ -150,8 +165,7 @@ def _native_record_batches(kernel: Any, raw_batches: Iterable[bytes], schema: pa
 
     def add(data: bytes, first: int, last: int, header: BatchHeader) -> int:
         append_time = header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None
-        # A batch inside the range by its header keeps every record, as the Python walk does.
-        inside = start <= header.base_offset and header.last_offset < end
+        inside = _inside(header, start, end)
         return int(builder.add(data, first, last, header.records_count, header.base_offset, header.base_timestamp,
                                append_time, int(header.timestamp_type), None if inside else start,
                                None if inside else end))
@@ -166,12 +180,8 @@ def _native_record_batches(kernel: Any, raw_batches: Iterable[bytes], schema: pa
             if len(columns):
                 yield to_record_batch(columns, schema, topic, partition)
             continue
-        header = parse_header(data)
-        if header.is_control:
-            if aborted is not None:
-                aborted.on_control(header, data)
-            continue
-        if aborted is not None and aborted.is_aborted(header):
+        header = _data_header(data, aborted)
+        if header is None:
             continue
         native_walk(data, 0, add, verify_crc=False, header=header)  # the store checked the whole batch (CRC)
         if len(builder) >= rows_per_batch or builder.data_bytes >= DATA_BYTES_PER_BATCH:
