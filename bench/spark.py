@@ -59,12 +59,18 @@ def fill(data: Path, records: int, partitions: int, distinct_fraction: float = 0
             log.roll()
 
 
-def session() -> Any:
+def session(jars: Path | None = None) -> Any:
+    """A ``local[2]`` session with the stratalog data source; ``jars``: a directory of jars to add
+    (Spark's Kafka connector, for ``bench.spark_peer``)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("stratalog bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+    builder = SparkSession.builder.master("local[2]").appName("stratalog bench")
+    if jars is not None:
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in sorted(jars.glob("*.jar"))))
+    spark = (builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     from stratalog_spark import register

@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from kafka_tools import KafkaToolchain  # type: ignore[import-not-found]  # noqa: E402
 
 from . import machine  # noqa: E402
+from .spark import session  # noqa: E402
 
 from .compare import BROKER_OVERRIDES, KAFKA_VERSION, bench_broker_class, kafka_libs  # noqa: E402
 
@@ -75,23 +76,6 @@ def tree_cpu_seconds(root: int) -> float:
         total += times.get(pid, 0)
         todo.extend(children.get(pid, ()))
     return total / _TICK
-
-
-def session(jars: Path) -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("stratalog bench: Spark against its Kafka source")
-             .config("spark.jars", ",".join(str(jar) for jar in sorted(jars.glob("*.jar"))))
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    from stratalog_spark import register
-
-    register(spark)
-    return spark
 
 
 def connector_jars() -> Path:
