@@ -946,7 +946,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         info = machine.describe(work)
         info["java"] = _java_version()
         progress(f"dd ceilings ({args.size_mb} MiB, 3 runs) in {work}")
-        ceilings = machine.page_cache_ceilings(work / "dd", args.size_mb, 3, args.settle)
+        ceilings = machine.page_cache_ceilings(work / "dd", args.size_mb, 3, args.settle, batches=build_pool())
         shutil.rmtree(work / "dd", ignore_errors=True)
         print(machine.format_description(info, ceilings), flush=True)
         figures = define_figures(args, ceilings)
