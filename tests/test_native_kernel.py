@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 import stratalog_native
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from stratalog.broker.topics import TopicAdmin
@@ -41,6 +41,7 @@ from stratalog.records import (
     validate_batch,
 )
 from stratalog.storage.cleaner.manager import LogCleaner
+from stratalog.storage import validation
 from stratalog.storage.loader import load_log
 from stratalog.storage.log_manager import LogManager
 
@@ -535,3 +536,56 @@ def test_a_base_offset_damaged_mid_segment_stops_the_cleaner_with_either_kernel(
             manager.close()
         outcomes.append((reports, segment.read_bytes() == bytes(data)))
     assert outcomes[0] == outcomes[1] == ([], True)
+
+
+# -- the leader's validation: the one-call path decides only what the reference accepts unchanged -----------
+def _leader_outcome(validate, data: bytes, config: LogConfig, now_ms: int) -> object:
+    try:
+        v = validate(data, config, TopicPartition("t", 0), now_ms)
+    except StratalogError as error:
+        return (type(error).__name__, str(error))
+    return (bytes(v.data), *v[1:])
+
+
+_leader_configs = st.fixed_dictionaries({}, optional={
+    "cleanup.policy": st.sampled_from(["compact", "delete"]),
+    "max.message.bytes": st.integers(100, 3000),
+    "message.timestamp.type": st.sampled_from(["CreateTime", "LogAppendTime"]),
+    "message.timestamp.before.max.ms": st.integers(0, 10_000),
+    "message.timestamp.after.max.ms": st.integers(0, 10_000),
+    "compression.type": st.sampled_from(["producer", "uncompressed", "gzip"]),
+})
+
+
+@settings(max_examples=600, deadline=None)
+@given(_records, st.sampled_from([Compression.NONE, Compression.GZIP]), _leader_configs,
+       st.sampled_from([(-1, -1, -1), (7, 0, 0), (7, 0, -1)]), st.booleans(), st.sampled_from([0, 0, 0, 5]),
+       st.integers(-3, 3), st.data())
+def test_a_producer_batch_is_accepted_as_sent_only_where_the_reference_accepts_it_unchanged(
+        fields, codec, overrides, producer, transactional, base_offset, header_max_shift, draw):
+    producer_id, producer_epoch, base_sequence = producer
+    real_max = T0 + max(ts for *_, ts in fields)
+    data = bytearray(build_batch(
+        [Record(i, T0 + ts, k, v, tuple(Header(hk, hv) for hk, hv in hs)) for i, (k, v, hs, ts) in enumerate(fields)],
+        compression=codec, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        is_transactional=transactional, max_timestamp=real_max + header_max_shift))
+    data[0:8] = base_offset.to_bytes(8, "big")   # outside the CRC
+    if draw.draw(st.booleans()):   # damage anywhere: header, CRC, records
+        data[draw.draw(st.integers(0, len(data) - 1))] = draw.draw(st.integers(0, 255))
+    config = LogConfig.from_overrides(overrides)
+    real_min = T0 + min(ts for *_, ts in fields)
+    now_ms = draw.draw(st.sampled_from([   # anywhere, or at either timestamp bound and one past it
+        real_max + draw.draw(st.integers(-12_000, 12_000)),
+        real_min + config.message_timestamp_before_max_ms, real_min + config.message_timestamp_before_max_ms + 1,
+        real_max - config.message_timestamp_after_max_ms, real_max - config.message_timestamp_after_max_ms - 1]))
+    assume(now_ms < 1 << 62)   # a clock, not the default bound's Long.MAX
+    sent = bytes(data)
+    with kernel(None):
+        reference = _leader_outcome(validation._validate_step_by_step, sent, config, now_ms)
+    with kernel(stratalog_native):
+        quick = validation._accepted_as_sent(sent, config, now_ms)
+        full = _leader_outcome(validation.validate_leader_batch, sent, config, now_ms)
+    assert full == reference   # whichever path decides, the caller sees the same result
+    if quick is not None:
+        assert quick.data is sent   # the producer's own bytes, not a copy
+        assert (bytes(quick.data), *quick[1:]) == reference and reference[0] == sent

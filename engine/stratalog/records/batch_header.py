@@ -39,7 +39,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 
 COMPRESSION_MASK = 0x07
 _COMPRESSIONS = {codec.value: codec for codec in Compression}   # Compression(n) costs an append 1 µs
-_TIMESTAMP_TYPE_BIT = 0x08
+TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 _DELETE_HORIZON_BIT = 0x40
@@ -115,7 +115,7 @@ class BatchHeader:
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.attributes & _TIMESTAMP_TYPE_BIT:
+        if self.attributes & TIMESTAMP_TYPE_BIT:
             return TimestampType.LOG_APPEND_TIME
         return TimestampType.CREATE_TIME
 
@@ -164,7 +164,7 @@ def attributes_for(
         raise ValueError("v2 batches need a timestamp type (CREATE_TIME or LOG_APPEND_TIME)")
     attrs = int(compression)
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attrs |= _TIMESTAMP_TYPE_BIT
+        attrs |= TIMESTAMP_TYPE_BIT
     if is_transactional:
         attrs |= TRANSACTIONAL_BIT
     if is_control:
@@ -256,7 +256,7 @@ def set_max_timestamp_in_place(
         return
     attrs = header.attributes & _KNOWN_BITS_EXCEPT_TIMESTAMP_TYPE
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attrs |= _TIMESTAMP_TYPE_BIT
+        attrs |= TIMESTAMP_TYPE_BIT
     _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
     _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, header.size))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from stratalog.storage.batch_scan import HEADER_READ_AHEAD, HEADER_SCAN_CHUNK, s
 from stratalog.storage.file_region import FileRegion
 
 SCAN_CHUNK = 1 << 20
+# A v2 batch's first 16 bytes: base offset, batch length, partition leader epoch (none under the CRC).
+_BATCH_PREFIX = struct.Struct(">qii")
 
 
 class FileRecords:
@@ -55,9 +58,24 @@ class FileRecords:
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write at the end; returns the number of bytes written."""
-        view = memoryview(data)
+        return self._write(b"", memoryview(data))
+
+    def append_batch(self, data: bytes | bytearray, base_offset: int, leader_epoch: int) -> int:
+        """Write one whole v2 batch at the end with its base offset and partition leader epoch set,
+        without changing or copying ``data`` (a leader's append of a producer's bytes)."""
+        prefix = _BATCH_PREFIX.pack(base_offset, len(data) - 12, leader_epoch)
+        return self._write(prefix, memoryview(data)[_BATCH_PREFIX.size:])
+
+    def _write(self, head: bytes, view: memoryview) -> int:
         position = self._size
         try:
+            if head:   # one system call for both parts, as a rule; the loop below takes any remainder
+                written = os.pwritev(self.fd, (head, view), position)
+                position += written
+                if written < len(head):
+                    view = memoryview(head[written:] + view)
+                else:
+                    view = view[written - len(head):]
             while view:
                 written = os.pwrite(self.fd, view, position)
                 view = view[written:]

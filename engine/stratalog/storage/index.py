@@ -40,6 +40,7 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
+        self.max_entries = max_index_size // self.entry.size
         self._keys: array[int] = array("q")  # offsets (OffsetIndex) or timestamps (TimeIndex)
         self._values: array[int] = array("q")  # positions (OffsetIndex) or offsets (TimeIndex)
         self._loaded = create
@@ -55,16 +56,14 @@ class _Index:
 
     # -- sizing ---------------------------------------------------------------------------
     @property
-    def max_entries(self) -> int:
-        return self.max_index_size // self.entry.size
-
-    @property
     def entries(self) -> int:
         self._ensure_loaded()
         return len(self._keys)
 
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        if not self._loaded:
+            self._ensure_loaded()
+        return len(self._keys) >= self.max_entries
 
     @property
     def size_in_bytes(self) -> int:
@@ -266,7 +265,9 @@ class TimeIndex(_Index):
 
     def is_full(self) -> bool:
         # Kafka reserves the last slot for the entry written when the segment becomes inactive.
-        return self.entries >= self.max_entries - 1
+        if not self._loaded:
+            self._ensure_loaded()
+        return len(self._keys) >= self.max_entries - 1
 
     def last_entry(self) -> tuple[int, int]:
         """(-1, base_offset) when empty, as Kafka's ``lastEntry``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from stratalog.common.crash_points import crash_point
 from stratalog.common.errors import CorruptRecordError, StratalogError
@@ -45,9 +46,9 @@ class SegmentOffsetOverflowError(StratalogError):
     """An offset that does not fit the segment's int32 relative offsets."""
 
 
-@dataclass(frozen=True, slots=True)
-class RollParams:
-    """What an append needs the active segment to consider before it is written."""
+class RollParams(NamedTuple):
+    """What an append needs the active segment to consider before it is written (a tuple: one is
+    made for every append)."""
 
     max_segment_ms: int  # segment.ms
     max_segment_bytes: int
@@ -172,6 +173,15 @@ class LogSegment:
         self._index_batch(largest_offset, largest_timestamp, offset_of_max_timestamp, position, len(data))
         self._next_offset = largest_offset + 1
 
+    def append_leader_batch(self, base_offset: int, leader_epoch: int, last_offset: int, max_timestamp: int,
+                            data: bytes | bytearray) -> None:
+        """A leader's append of one v2 batch, written with ``base_offset`` and ``leader_epoch`` set
+        (``data`` itself is left as it is)."""
+        position = self._write_position((last_offset,), max_timestamp)
+        self.log.append_batch(data, base_offset, leader_epoch)
+        self._index_batch(last_offset, max_timestamp, last_offset, position, len(data))
+        self._next_offset = last_offset + 1
+
     def _write_position(self, offsets: tuple[int, ...], first_timestamp: int) -> int:
         """Where a write goes, once ``offsets`` are known to fit this segment (int32 from its base)."""
         for offset in offsets:
@@ -189,11 +199,13 @@ class LogSegment:
     def _index_batch(self, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, position: int,
                      size: int) -> None:
         """A written batch's part in the indexes: an entry once ``index.interval.bytes`` have passed."""
-        if max_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max_timestamp
+        so_far = self._max_timestamp if self._max_timestamp is not None else self.max_timestamp_so_far
+        if max_timestamp > so_far:
+            so_far = self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self.time_index.maybe_append(so_far, self._offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
@@ -213,9 +225,10 @@ class LogSegment:
 
     # -- roll -------------------------------------------------------------------------------
     def should_roll(self, params: RollParams) -> bool:
-        if self.size > params.max_segment_bytes - params.append_size:
+        size = self.log.size
+        if size > params.max_segment_bytes - params.append_size:
             return True
-        if self.size > 0 and self._time_waited_for_roll(params) > params.max_segment_ms - self.roll_jitter_ms:
+        if size > 0 and self._time_waited_for_roll(params) > params.max_segment_ms - self.roll_jitter_ms:
             return True
         if self.offset_index.is_full() or self.time_index.is_full():
             return True
@@ -223,7 +236,7 @@ class LogSegment:
         return not 0 <= relative <= INT32_MAX
 
     def _time_waited_for_roll(self, params: RollParams) -> int:
-        first_timestamp = self._rolling_timestamp()
+        first_timestamp = self._rolling_based_timestamp if self._rolling_loaded else self._rolling_timestamp()
         if first_timestamp is not None and first_timestamp >= 0:
             return params.max_timestamp_in_append - first_timestamp
         return params.now_ms - self.created_ms

@@ -8,11 +8,17 @@ nothing on disk.
 Records are walked only as far as the rules need (``summarize_records``: keys
 present, timestamps, offset deltas); the batch is rebuilt only when the topic's
 ``compression.type`` names a codec other than the producer's.
+
+The common case -- one whole, sound, uncompressed batch that the topic keeps as sent --
+is decided by one native call and a few comparisons (``_accepted_as_sent``), and the
+producer's bytes are kept without a copy: the log sets the base offset and the
+partition leader epoch as it writes them, and neither is under the CRC. Anything else,
+every refusal included, goes the reference path below, which names what is wrong.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from stratalog.common.config import LogConfig
 from stratalog.common.errors import (
@@ -25,6 +31,7 @@ from stratalog.common.errors import (
 from stratalog.common.names import TopicPartition
 from stratalog.records import (
     MAGIC_OFFSET,
+    native,
     Compression,
     TimestampType,
     build_batch,
@@ -35,13 +42,18 @@ from stratalog.records import (
     summarize_records,
     validate_batch,
 )
+from stratalog.records.batch_header import CONTROL_BIT, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
 
 _LOG_APPEND_TIME = "LogAppendTime"
+_REFUSED_ATTRIBUTES = CONTROL_BIT | TRANSACTIONAL_BIT | TIMESTAMP_TYPE_BIT   # each has its own refusal below
 
 
-@dataclass(frozen=True, slots=True)
-class ValidatedBatch:
-    data: bytearray  # a private copy whose header the log may rewrite
+class ValidatedBatch(NamedTuple):
+    """A producer batch the log may append (a tuple: one is made for every append)."""
+
+    # The batch to write: the producer's bytes (``bytes``, so nobody can change them before the
+    # write) or a rewritten copy. Its base offset and partition leader epoch are set at the write.
+    data: bytes | bytearray
     last_offset_delta: int
     max_timestamp: int
     log_append_time: int
@@ -53,6 +65,37 @@ class ValidatedBatch:
 
 def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: TopicPartition,
                           now_ms: int) -> ValidatedBatch:
+    accepted = _accepted_as_sent(batch, config, now_ms)
+    return accepted if accepted is not None else _validate_step_by_step(batch, config, tp, now_ms)
+
+
+def _accepted_as_sent(batch: bytes | bytearray, config: LogConfig, now_ms: int) -> ValidatedBatch | None:
+    """The batch as it came, when the native kernel finds it sound and every rule of
+    ``_validate_step_by_step`` accepts it unchanged; None to leave the decision to that path."""
+    kernel = native.kernel
+    if kernel is None or config.compression_type not in ("producer", "uncompressed") \
+            or config.message_timestamp_type == _LOG_APPEND_TIME:
+        return None
+    facts = kernel.leader_batch_facts(batch)
+    if facts is None:
+        return None
+    (size, attributes, last_offset_delta, header_max_timestamp, producer_id, producer_epoch, base_sequence, count,
+     min_timestamp, max_timestamp, first_keyless, base_offset) = facts
+    if (size > config.max_message_bytes or base_offset != 0 or attributes & _REFUSED_ATTRIBUTES
+            or count != last_offset_delta + 1 or (producer_id >= 0 and base_sequence < 0)
+            or (config.compact and first_keyless >= 0)
+            or max_timestamp != header_max_timestamp   # the reference path rewrites the header's
+            or (min_timestamp >= 0 and now_ms - min_timestamp > config.message_timestamp_before_max_ms)
+            or (max_timestamp >= 0 and max_timestamp - now_ms > config.message_timestamp_after_max_ms)):
+        return None
+    data = batch if type(batch) is bytes else bytes(batch)
+    return ValidatedBatch(data, last_offset_delta, max_timestamp, -1, count, producer_id, producer_epoch,
+                          base_sequence)
+
+
+def _validate_step_by_step(batch: bytes | bytearray, config: LogConfig, tp: TopicPartition,
+                           now_ms: int) -> ValidatedBatch:
+    """The reference: every check in Kafka's order, each refusal named."""
     if len(batch) < MAGIC_OFFSET + 1:
         raise CorruptRecordError(len(batch), f"append to {tp} of {len(batch)} bytes is too short to be a batch")
     magic = batch[MAGIC_OFFSET]
