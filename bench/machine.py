@@ -140,11 +140,11 @@ class Ceilings:
     read_mib_s: float  # the file just written, from the page cache
     overwrite_mib_s: float  # conv=notrunc over the resident file: copy only (informative)
     write_16k_mib_s: float  # fresh file, bs=16K: one write per batch, like the append path (informative)
-    write_batches_mib_s: float | None  # pwrite of the append workload's own batches, one each (informative)
     write_runs: list[float]
     read_runs: list[float]
     overwrite_runs: list[float]
     directory: str
+    write_batches_mib_s: float | None = None  # pwrite of the append workload's own batches, one each (informative)
 
 
 def page_cache_ceilings(directory: Path, size_mib: int, repeats: int = 3,
@@ -172,8 +172,8 @@ def page_cache_ceilings(directory: Path, size_mib: int, repeats: int = 3,
     finally:
         path.unlink(missing_ok=True)
     return Ceilings(size_mib, repeats, settle_s, statistics.median(writes), statistics.median(reads),
-                    statistics.median(overwrites), write_16k, write_batches, writes, reads, overwrites,
-                    str(directory))
+                    statistics.median(overwrites), write_16k, writes, reads, overwrites, str(directory),
+                    write_batches)
 
 
 def open_floor_seconds(partition_dir: Path) -> float:

@@ -26,6 +26,7 @@ from stratalog.broker.topics import TopicAdmin
 from stratalog.common.config import EngineConfig, LogConfig
 from stratalog.common.errors import CorruptRecordError, StratalogError
 from stratalog.common.names import TopicPartition
+from stratalog.records.batch_header import compute_crc
 from stratalog.records.control import ControlRecordType, build_end_txn_marker_batch
 from stratalog.records import (
     Compression,
@@ -49,7 +50,7 @@ from kernel_choice import kernel
 
 T0 = 1_700_000_000_000
 RECORDS_START = 61
-COUNT_AT, LAST_DELTA_AT, BASE_TS_AT = 57, 23, 27
+COUNT_AT, LAST_DELTA_AT, BASE_TS_AT, ATTRIBUTES_AT = 57, 23, 27, 21
 
 _records = st.lists(
     st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=300),
@@ -570,8 +571,15 @@ def test_a_producer_batch_is_accepted_as_sent_only_where_the_reference_accepts_i
         compression=codec, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
         is_transactional=transactional, max_timestamp=real_max + header_max_shift))
     data[0:8] = base_offset.to_bytes(8, "big")   # outside the CRC
-    if draw.draw(st.booleans()):   # damage anywhere: header, CRC, records
+    edit = draw.draw(st.sampled_from(["none", "damage", "attributes", "count", "last offset delta"]))
+    if edit == "damage":   # anywhere: header, CRC, records
         data[draw.draw(st.integers(0, len(data) - 1))] = draw.draw(st.integers(0, 255))
+    elif edit != "none":   # a header field changed under a CRC that still matches: only the rules can refuse it
+        at = {"attributes": ATTRIBUTES_AT, "count": COUNT_AT, "last offset delta": LAST_DELTA_AT}[edit]
+        width = 2 if edit == "attributes" else 4
+        value = int.from_bytes(data[at:at + width], "big") ^ draw.draw(st.sampled_from([1, 0x08, 0x10, 0x20, 0x40, 0x100]))
+        data[at:at + width] = value.to_bytes(width, "big")
+        data[17:21] = compute_crc(data, 0, len(data)).to_bytes(4, "big")
     config = LogConfig.from_overrides(overrides)
     real_min = T0 + min(ts for *_, ts in fields)
     now_ms = draw.draw(st.sampled_from([   # anywhere, or at either timestamp bound and one past it

@@ -256,8 +256,9 @@ class Log:
                        ) -> list[AppendInfo]:
         """Append producer batches as leader: contiguous offsets, all of them or none.
 
-        The bytes are copied once and only the header is rewritten, unless the topic's
-        ``compression.type`` asks for another codec.
+        The producer's bytes are written as they came, the base offset and leader epoch set on the
+        way (``FileRecords.append_batch``); a copy is made only where the batch must change: a
+        rewritten max timestamp, LogAppendTime, or another codec asked by ``compression.type``.
         """
         return self.append_prepared(self.prepare_append(batches, now_ms=now_ms))
 

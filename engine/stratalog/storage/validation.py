@@ -1,8 +1,8 @@
 """Validation of a producer's batch before the log assigns it offsets.
 
 Kafka's ``analyzeAndValidateRecords`` + ``LogValidator`` for a leader append,
-as a pure function: bytes and the topic config in, a validated copy of the batch
-(or a named error) out. It never touches the log, so a refused batch changes
+as a pure function: bytes and the topic config in, the batch to write (the
+producer's bytes, or a copy where they must change) or a named error out. It never touches the log, so a refused batch changes
 nothing on disk.
 
 Records are walked only as far as the rules need (``summarize_records``: keys
