@@ -2,8 +2,8 @@
 
 Kafka's ``analyzeAndValidateRecords`` + ``LogValidator`` for a leader append,
 as a pure function: bytes and the topic config in, the batch to write (the
-producer's bytes, or a copy where they must change) or a named error out. It never touches the log, so a refused batch changes
-nothing on disk.
+producer's bytes, or a copy where they must change) or a named error out. It
+never touches the log, so a refused batch changes nothing on disk.
 
 Records are walked only as far as the rules need (``summarize_records``: keys
 present, timestamps, offset deltas); the batch is rebuilt only when the topic's
