@@ -167,6 +167,7 @@ def page_cache_ceilings(directory: Path, size_mib: int, repeats: int = 3,
         write_16k = dd_write(path, size_mib, block="16K").mib_s
         write_batches = None
         if batches:
+            path.unlink(missing_ok=True)   # before the wait, as for dd: pages freed just now are cheap to refill
             settle(settle_s)
             write_batches = pwrite_batches(path, size_mib, batches)
     finally:
