@@ -659,6 +659,39 @@ def test_metrics_have_per_partition_series(server: Server) -> None:
     assert dirs, "checkpoint files exist from the start and have an age"
 
 
+def test_a_deleted_topics_series_go_and_a_topic_recreated_under_its_name_counts_from_zero(server: Server) -> None:
+    labels = (("partition", "0"), ("topic", "reborn"))
+    server.create_topic("reborn", 1)
+    server.produce_json("reborn", 0, [{"value": "x"} for _ in range(3)])
+    server.fetch_json("reborn", 0, 0)
+    assert metric_samples(server)[("stratalog_append_records_total", labels)] == 3
+    server.ok("DELETE", "/v1/topics/reborn")
+    gone = metric_samples(server)
+    assert ("stratalog_append_records_total", labels) not in gone
+    assert ("stratalog_fetch_bytes_total", labels) not in gone
+    server.create_topic("reborn", 1)
+    server.produce_json("reborn", 0, [{"value": "y"}])
+    assert metric_samples(server)[("stratalog_append_records_total", labels)] == 1
+
+
+def test_requests_are_counted_by_route_and_final_status_errors_included(server: Server) -> None:
+    route = "/v1/topics/{topic}/partitions/{partition}/records"
+    keys = {("POST", route, "200"): 1, ("GET", route, "404"): 1, ("PUT", "unmatched", "405"): 1}
+
+    def counts() -> dict[tuple[str, str, str], float]:
+        samples = metric_samples(server)
+        return {key: samples.get(("stratalog_http_requests_total", (("method", key[0]), ("route", key[1]),
+                                                                     ("status", key[2]))), 0.0) for key in keys}
+
+    server.create_topic("counted", 1)
+    before = counts()
+    server.produce_json("counted", 0, [{"value": "x"}])
+    assert server.get("/v1/topics/counted/partitions/7/records").status_code == 404
+    assert server.request("PUT", "/v1/topics").status_code == 405
+    after = counts()
+    assert {key: after[key] - before[key] for key in keys} == keys
+
+
 # -- the CLI against the server -------------------------------------------------------------------
 def cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*STRATALOG, *args], input=input, capture_output=True,

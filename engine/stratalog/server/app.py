@@ -5,14 +5,7 @@ drive it in-process). The route table below is the single list of operations;
 ``openapi.build_document`` describes the same list, and a test checks the two
 agree, so the served document cannot drift from what the server does.
 
-Middlewares, outermost first:
-
-1. request metrics (method, route, final status);
-2. errors: every engine error / malformed request becomes the JSON error body;
-3. access: with access control on, a bearer token and the route's verb (``server/access``);
-4. readiness: ``/v1`` operations answer 503 until the engine has opened its
-   directories and after SIGTERM (status, OpenAPI, health and metrics always
-   answer, so an operator can watch a long recovery).
+Every request passes one middleware, ``server/gate.py``: metrics, errors, access, readiness.
 """
 
 from __future__ import annotations
@@ -23,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from stratalog.server import maintenance, records, replication, topics
-from stratalog.server.access.http import access_middleware
 from stratalog.server.access.permissions import (
     ADMINISTER,
     ADMINISTER_ALL,
@@ -35,7 +27,7 @@ from stratalog.server.access.permissions import (
     REPLICATE_ALL,
     Need,
 )
-from stratalog.server.errors import error_middleware
+from stratalog.server.gate import request_gate
 from stratalog.server.openapi import build_document
 from stratalog.server.state import STATE, ServerState
 
@@ -52,6 +44,9 @@ async def openapi(request: web.Request) -> web.Response:
 # (method, path, handler, what it needs when access control is on): the whole API.
 # See server/access/model.py for the verbs; docs/access.md for the Roles that grant them.
 ROUTES: tuple[tuple[str, str, Handler, Need], ...] = (
+    # The data path first: aiohttp tries the routes under one prefix (/v1/topics) in this order.
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/records", records.produce_partition, PRODUCE),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/records", records.fetch, CONSUME),
     ("GET", "/v1/topics", topics.list_topics, AUTHENTICATED),
     ("POST", "/v1/topics", topics.create_topic, ADMINISTER_ALL),
     ("GET", "/v1/topics/{topic}", topics.get_topic, AUTHENTICATED),
@@ -60,8 +55,6 @@ ROUTES: tuple[tuple[str, str, Handler, Need], ...] = (
     ("POST", "/v1/topics/{topic}/partitions", topics.add_partitions, ADMINISTER),
     ("POST", "/v1/topics/{topic}/records", records.produce_topic, PRODUCE),
     ("GET", "/v1/topics/{topic}/partitions/{partition}", topics.get_partition, AUTHENTICATED),
-    ("POST", "/v1/topics/{topic}/partitions/{partition}/records", records.produce_partition, PRODUCE),
-    ("GET", "/v1/topics/{topic}/partitions/{partition}/records", records.fetch, CONSUME),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets", records.list_offsets, CONSUME),
     ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records", records.delete_records_handler, ADMINISTER),
     ("PUT", "/v1/replication/partitions/{topic}/{partition}", replication.put_partition_state, REPLICATE),
@@ -84,25 +77,9 @@ _ALWAYS_AVAILABLE = frozenset({"/v1/openapi.json", "/v1/status", "/healthz", "/r
 
 
 def create_app(state: ServerState) -> web.Application:
-    @web.middleware
-    async def request_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
-        response = await handler(request)
-        route = request.match_info.route.resource
-        name = route.canonical if route is not None else "unmatched"
-        state.metrics.requests.labels(request.method, name, str(response.status)).inc()
-        return response
-
-    @web.middleware
-    async def readiness(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in _ALWAYS_AVAILABLE and request.match_info.route.resource is not None:
-            state.check_ready()
-        return await handler(request)
-
     # Bodies are read by params.read_body with limits of their own; aiohttp's cap stays as a backstop.
     needs = {(method, path): need for method, path, _, need in ROUTES}
-    app = web.Application(middlewares=[request_metrics, error_middleware(state.metrics.error),
-                                       access_middleware(state.access, needs), readiness],
-                          client_max_size=1 << 30)
+    app = web.Application(middlewares=[request_gate(state, needs, _ALWAYS_AVAILABLE)], client_max_size=1 << 30)
     app[STATE] = state
     app[OPENAPI] = json.dumps(build_document(state.settings)).encode()
     for method, path, handler, _ in ROUTES:

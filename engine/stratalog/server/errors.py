@@ -30,12 +30,10 @@ unchanged and the HTTP status only says who is at fault:
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 
 from stratalog.common.errors import StratalogError
 
@@ -105,36 +103,27 @@ def error_response(status: int, code: str, message: str, *, headers: dict[str, s
 
 
 ErrorListener = Callable[[str], None]
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def error_middleware(on_error: ErrorListener) -> Middleware:
-    """Turn every failure into the JSON error form; count each by its code."""
-
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except StratalogError as error:
-            on_error(error.code)
-            status = status_for(error)
-            challenge = {"WWW-Authenticate": 'Bearer realm="stratalog"'} if status == 401 else None
-            return error_response(status, error.code, str(error), headers=challenge, details=error.details())
-        except web.HTTPException as error:
-            # aiohttp's own refusals (no route, wrong method): same JSON shape, same status,
-            # keeping headers such as Allow that the status promises.
-            if error.status < 400:
-                raise
-            on_error("INVALID_REQUEST")
-            headers = {k: v for k, v in error.headers.items() if k.lower() in ("allow",)}
-            reason = error.reason or "error"
-            message = f"{request.method} {request.path}: {reason.lower()}"
-            return error_response(error.status, "INVALID_REQUEST", message, headers=headers)
-        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as error:  # noqa: BLE001 - the last line of defence: log it, answer 500
-            logger.exception("unexpected error serving %s %s", request.method, request.path)
-            on_error("UNKNOWN_SERVER_ERROR")
-            return error_response(500, "UNKNOWN_SERVER_ERROR", f"{type(error).__name__}: {error}")
-
-    return middleware
+def error_answer(request: web.Request, error: Exception, on_error: ErrorListener) -> web.Response:
+    """The JSON error response for what a handler raised, counted by its code; re-raises what is not a
+    failure (cancellation, an aiohttp redirect)."""
+    if isinstance(error, StratalogError):
+        on_error(error.code)
+        status = status_for(error)
+        challenge = {"WWW-Authenticate": 'Bearer realm="stratalog"'} if status == 401 else None
+        return error_response(status, error.code, str(error), headers=challenge, details=error.details())
+    if isinstance(error, web.HTTPException):
+        # aiohttp's own refusals (no route, wrong method): same JSON shape, same status,
+        # keeping headers such as Allow that the status promises.
+        if error.status < 400:
+            raise error
+        on_error("INVALID_REQUEST")
+        headers = {k: v for k, v in error.headers.items() if k.lower() in ("allow",)}
+        reason = error.reason or "error"
+        message = f"{request.method} {request.path}: {reason.lower()}"
+        return error_response(error.status, "INVALID_REQUEST", message, headers=headers)
+    # The last line of defence: log it, answer 500.
+    logger.error("unexpected error serving %s %s", request.method, request.path, exc_info=error)
+    on_error("UNKNOWN_SERVER_ERROR")
+    return error_response(500, "UNKNOWN_SERVER_ERROR", f"{type(error).__name__}: {error}")

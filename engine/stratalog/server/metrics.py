@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -75,12 +75,52 @@ class ServerMetrics:
         registry.register(FetchWaitCollector(waits))
         registry.register(ReplicationCollector(replicas))
 
+        # Series children of the request path, found once: prometheus_client's labels() takes a lock
+        # and checks the label values on every call. forget_topic drops a topic's with its series.
+        self._request_children: dict[tuple[str, str, int], Any] = {}
+        self._partition_children: dict[tuple[str, int], tuple[Any, Any, Any]] = {}
+        self._append_latency_children: dict[str, Any] = {}
+
     def error(self, code: str) -> None:
         self.errors.labels(code).inc()
+
+    def count_request(self, method: str, route: str, status: int) -> None:
+        key = (method, route, status)
+        child = self._request_children.get(key)
+        if child is None:
+            child = self._request_children[key] = self.requests.labels(method, route, str(status))
+        child.inc()
+
+    def _partition(self, topic: str, partition: int) -> tuple[Any, Any, Any]:
+        """The partition's (append bytes, append records, fetch bytes) children."""
+        key = (topic, partition)
+        children = self._partition_children.get(key)
+        if children is None:
+            labels = (topic, str(partition))
+            children = self._partition_children[key] = (self.append_bytes.labels(*labels),
+                                                         self.append_records.labels(*labels),
+                                                         self.fetch_bytes.labels(*labels))
+        return children
+
+    def count_append(self, topic: str, partition: int, size: int, records: int) -> None:
+        appended_bytes, appended_records, _ = self._partition(topic, partition)
+        appended_bytes.inc(size)
+        appended_records.inc(records)
+
+    def observe_append(self, acks: str, seconds: float) -> None:
+        latency = self._append_latency_children.get(acks)
+        if latency is None:
+            latency = self._append_latency_children[acks] = self.append_latency.labels(acks)
+        latency.observe(seconds)
+
+    def count_fetch(self, topic: str, partition: int, size: int, seconds: float) -> None:
+        self._partition(topic, partition)[2].inc(size)
+        self.fetch_latency.observe(seconds)
 
     def forget_topic(self, topic: str, partitions: Iterable[int]) -> None:
         """Drop a deleted topic's request-path series, so deleted names do not pile up."""
         for partition in partitions:
+            self._partition_children.pop((topic, partition), None)
             for counter in (self.append_bytes, self.append_records, self.fetch_bytes):
                 try:
                     counter.remove(topic, str(partition))

@@ -114,9 +114,7 @@ def _append_result(result: ProduceResult) -> dict[str, Any]:
 
 
 def _count_append(state: ServerState, tp: TopicPartition, result: ProduceResult) -> None:
-    labels = (tp.topic, str(tp.partition))
-    state.metrics.append_bytes.labels(*labels).inc(result.size)
-    state.metrics.append_records.labels(*labels).inc(result.record_count)
+    state.metrics.count_append(tp.topic, tp.partition, result.size, result.record_count)
 
 
 async def produce_partition(request: web.Request) -> web.Response:
@@ -142,7 +140,7 @@ async def produce_partition(request: web.Request) -> web.Response:
                            f"{params.RECORD_BATCH} or {params.JSON}", status=415)
     started = time.perf_counter()
     result = await state.broker.append_records(tp, batches, acks, now)
-    state.metrics.append_latency.labels(acks.value).observe(time.perf_counter() - started)
+    state.metrics.observe_append(acks.value, time.perf_counter() - started)
     _count_append(state, tp, result)
     return web.json_response(_append_result(result))
 
@@ -187,7 +185,7 @@ async def produce_topic(request: web.Request) -> web.Response:
     batches = {p: await state.run(_build, recs, codec) for p, recs in grouped.items()}
     started = time.perf_counter()
     results = await state.broker.append_to_partitions(topic, batches, acks, now)
-    state.metrics.append_latency.labels(acks.value).observe(time.perf_counter() - started)
+    state.metrics.observe_append(acks.value, time.perf_counter() - started)
     out = []
     for partition, result in results.items():
         _count_append(state, TopicPartition(topic, partition), result)
@@ -255,8 +253,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     fetched = await state.broker.fetch(tp, requested, max_bytes, max_wait_ms, isolation, zero_copy=zero_copy)
     if binary:
         fetched = _within_header_limit(fetched)
-    state.metrics.fetch_latency.observe(fetched.read_seconds)
-    state.metrics.fetch_bytes.labels(tp.topic, str(tp.partition)).inc(fetched.size)
+    state.metrics.count_fetch(tp.topic, tp.partition, fetched.size, fetched.read_seconds)
     headers = {"X-High-Watermark": str(fetched.high_watermark), "X-Log-Start-Offset": str(fetched.log_start_offset),
                "X-Log-End-Offset": str(fetched.log_end_offset), "X-Next-Offset": str(fetched.next_offset)}
     committed: dict[str, Any] = {}

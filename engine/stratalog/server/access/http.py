@@ -1,6 +1,6 @@
-"""The HTTP listener's gate: a bearer token, then the route's verb on its ``{topic}``.
+"""The HTTP listener's access check: a bearer token, then the route's verb on its ``{topic}``.
 
-Runs inside the error middleware, so a refusal is the usual JSON error: 401 with
+Runs inside the error handling of ``server/gate.py``, so a refusal is the usual JSON error: 401 with
 ``SASL_AUTHENTICATION_FAILED`` (and ``WWW-Authenticate: Bearer``), or 403 with
 ``TOPIC_AUTHORIZATION_FAILED`` / ``CLUSTER_AUTHORIZATION_FAILED`` naming the verb and resource.
 Unknown paths fall through to aiohttp's 404/405 without asking for a credential.
@@ -8,10 +8,9 @@ Unknown paths fall through to aiohttp's 404/405 without asking for a credential.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 
 from stratalog.common.bearer import is_token
 from stratalog.common.errors import AuthenticationFailedError
@@ -20,8 +19,6 @@ from stratalog.server.access.model import AccessControl, Principal
 from stratalog.server.access.permissions import Need
 
 PRINCIPAL = web.RequestKey("stratalog_principal", Principal)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def bearer_token(request: web.Request) -> str | None:
@@ -38,22 +35,18 @@ def bearer_token(request: web.Request) -> str | None:
     return token
 
 
-def access_middleware(access: AccessControl, needs: Mapping[tuple[str, str], Need]) -> Middleware:
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        resource = request.match_info.route.resource
-        if not access.enabled or resource is None:
-            return await handler(request)
-        need = needs[(request.method, resource.canonical)]
-        if need.public:
-            return await handler(request)
-        where = f"{request.method} {resource.canonical}"
-        principal = await access.authenticate(bearer_token(request), where)
-        if need.verb is not None:
-            # A name the handler would refuse is refused before it reaches the authorizer (or a log).
-            topic = validate_topic_name(request.match_info["topic"]) if need.per_topic else None
-            await access.authorize(principal, need.verb, topic, where)
-        request[PRINCIPAL] = principal
-        return await handler(request)
-
-    return middleware
+async def admit(access: AccessControl, needs: Mapping[tuple[str, str], Need], request: web.Request) -> None:
+    """Let the request through, or raise the refusal; an admitted caller is ``request[PRINCIPAL]``."""
+    resource = request.match_info.route.resource
+    if not access.enabled or resource is None:
+        return
+    need = needs[(request.method, resource.canonical)]
+    if need.public:
+        return
+    where = f"{request.method} {resource.canonical}"
+    principal = await access.authenticate(bearer_token(request), where)
+    if need.verb is not None:
+        # A name the handler would refuse is refused before it reaches the authorizer (or a log).
+        topic = validate_topic_name(request.match_info["topic"]) if need.per_topic else None
+        await access.authorize(principal, need.verb, topic, where)
+    request[PRINCIPAL] = principal

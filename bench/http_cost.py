@@ -1,0 +1,128 @@
+"""The HTTP server's own CPU per request, with a client too lean to matter.
+
+    python -m bench.http_cost [--seconds 4] [--rounds 5] [--clients 8]
+
+``stratalog serve`` on loopback, driven by ``--clients`` keep-alive connections that write
+pre-built HTTP/1.1 requests and read the answers with a few lines of asyncio: the raw-batch POST
+of bench/service.py (acks=1, the 16,589-byte batches of bench.workload) and its binary 16 KiB GET.
+Each round runs produce then fetch for ``--seconds``. The figure is the serve process's CPU
+seconds (/proc, user + system) per request, median over the rounds. On the shared 2-core VM one
+round can be 10-20% off, so compare medians of at least 5 rounds, A then B, minutes apart at most.
+
+bench.compare's service rows are throughput with an aiohttp client sharing the two cores. This
+figure leaves the client out: it is what a change in the server's request path buys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import signal
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from .compare import _process_cpu_seconds
+from .service import RECORD_BATCH, start_server
+from .workload import TOPIC, build_pool
+
+
+async def _answer(reader: asyncio.StreamReader) -> tuple[int | None, int]:
+    """(X-Next-Offset or None, body length) of one answer; anything but 200 stops the run."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length, following = 0, None
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"x-next-offset":
+            following = int(value)
+    body = await reader.readexactly(length)
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError((head + body).decode(errors="replace"))
+    return following, length
+
+
+async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int) -> dict[str, list[float]]:
+    async with aiohttp.ClientSession(base) as session:
+        for _ in range(600):
+            try:
+                async with session.get("/readyz") as reply:
+                    if reply.status == 200:
+                        break
+            except aiohttp.ClientConnectionError:
+                pass
+            await asyncio.sleep(0.1)
+        async with session.post("/v1/topics", json={"name": TOPIC, "partitions": clients}) as reply:
+            if reply.status != 201:
+                raise RuntimeError(await reply.text())
+    host, port = base.split("//", 1)[1].rsplit(":", 1)
+    connections = [await asyncio.open_connection(host, int(port)) for _ in range(clients)]
+    pool = build_pool()
+    produce_heads = [(f"POST /v1/topics/{TOPIC}/partitions/{p}/records?acks=1 HTTP/1.1\r\nHost: bench\r\n"
+                      f"Content-Type: {RECORD_BATCH}\r\n").encode() for p in range(clients)]
+
+    def produce(partition: int, i: int, offset: int) -> bytes:
+        batch = pool[i % len(pool)]
+        return produce_heads[partition] + f"Content-Length: {len(batch)}\r\n\r\n".encode() + batch
+
+    def fetch(partition: int, i: int, offset: int) -> bytes:
+        return (f"GET /v1/topics/{TOPIC}/partitions/{partition}/records?offset={offset}&maxBytes=16384 HTTP/1.1\r\n"
+                f"Host: bench\r\nAccept: {RECORD_BATCH}\r\n\r\n").encode()
+
+    figures: dict[str, list[float]] = {"produce": [], "fetch": []}
+    for _ in range(rounds):
+        for name, make in (("produce", produce), ("fetch", fetch)):
+            stop = False
+            done = [0] * clients
+
+            async def client(partition: int) -> None:
+                reader, writer = connections[partition]
+                i = offset = 0
+                while not stop:
+                    writer.write(make(partition, i, offset))
+                    i += 1
+                    following, length = await _answer(reader)
+                    offset = following if length and following is not None else 0   # start over at the end
+                    done[partition] += 1
+
+            cpu = _process_cpu_seconds(pid)
+            tasks = [asyncio.create_task(client(p)) for p in range(clients)]
+            await asyncio.sleep(seconds)
+            stop = True
+            await asyncio.gather(*tasks)
+            figures[name].append((_process_cpu_seconds(pid) - cpu) / sum(done) * 1e6)
+    for _, writer in connections:
+        writer.close()
+    return figures
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.http_cost", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="of each operation in each round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="stratalog-bench-http-cost-"))
+    process, base = start_server(root / "data", root / "serve.log")
+    try:
+        started = time.perf_counter()
+        figures = asyncio.run(measure(base, process.pid, args.clients, args.seconds, args.rounds))
+        print(f"stratalog serve's CPU per HTTP request, {args.clients} raw keep-alive clients, {args.rounds} rounds "
+              f"of {args.seconds:g} s ({time.perf_counter() - started:.0f} s):")
+        for name, values in figures.items():
+            print(f"  {name:8s} median {statistics.median(values):4.0f} µs  (rounds: "
+                  f"{', '.join(f'{v:.0f}' for v in values)})")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
