@@ -75,7 +75,7 @@ async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int
         return (f"GET /v1/topics/{TOPIC}/partitions/{partition}/records?offset={offset}&maxBytes=16384 HTTP/1.1\r\n"
                 f"Host: bench\r\nAccept: {RECORD_BATCH}\r\n\r\n").encode()
 
-    figures: dict[str, list[float]] = {"produce": [], "fetch": []}
+    figures: dict[str, list[float]] = {"produce": [], "fetch": [], "produce (client)": [], "fetch (client)": []}
     for _ in range(rounds):
         for name, make in (("produce", produce), ("fetch", fetch)):
             stop = False
@@ -91,12 +91,13 @@ async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int
                     offset = following if length and following is not None else 0   # start over at the end
                     done[partition] += 1
 
-            cpu = _process_cpu_seconds(pid)
+            cpu, own = _process_cpu_seconds(pid), time.process_time()
             tasks = [asyncio.create_task(client(p)) for p in range(clients)]
             await asyncio.sleep(seconds)
             stop = True
             await asyncio.gather(*tasks)
             figures[name].append((_process_cpu_seconds(pid) - cpu) / sum(done) * 1e6)
+            figures[f"{name} (client)"].append((time.process_time() - own) / sum(done) * 1e6)
     for _, writer in connections:
         writer.close()
     return figures
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"stratalog serve's CPU per HTTP request, {args.clients} raw keep-alive clients, {args.rounds} rounds "
               f"of {args.seconds:g} s ({time.perf_counter() - started:.0f} s):")
         for name, values in figures.items():
-            print(f"  {name:8s} median {statistics.median(values):4.0f} µs  (rounds: "
+            print(f"  {name:16s} median {statistics.median(values):4.0f} µs  (rounds: "
                   f"{', '.join(f'{v:.0f}' for v in values)})")
     finally:
         process.send_signal(signal.SIGTERM)

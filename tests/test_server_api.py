@@ -149,6 +149,23 @@ def test_several_batches_in_one_body_are_appended_contiguously(server: Server) -
     assert [r["value"] for r in server.read_all("multi", 0)] == ["1", "2", "3"]
 
 
+def test_a_body_sent_in_chunks_that_split_batches_is_appended_whole(server: Server) -> None:
+    server.create_topic("chunked")
+    body = kafka_batch([(b"a", b"1" * 3000), (b"b", b"2")]) + kafka_batch([(b"c", b"3" * 5000)])
+    cuts = [0, 7, 61, 2900, len(body) - 1, len(body)]   # inside the first header, mid-record, before the end
+
+    def pieces() -> Iterator[bytes]:   # a generator: requests sends it chunked; the pauses keep the chunks apart
+        for a, b in zip(cuts, cuts[1:]):
+            yield body[a:b]
+            time.sleep(0.05)
+
+    reply = server.post("/v1/topics/chunked/partitions/0/records", data=pieces(),
+                        headers={"Content-Type": RECORD_BATCH})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["recordCount"] == 3
+    assert [r["value"] for r in server.read_all("chunked", 0)] == ["1" * 3000, "2", "3" * 5000]
+
+
 def test_json_records_round_trip_through_kafka_python(server: Server) -> None:
     server.create_topic("json-in")
     records = [

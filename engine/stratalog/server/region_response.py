@@ -8,6 +8,9 @@ dropped unsent closes with its file object); a short one closes the connection (
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.web_request import BaseRequest
@@ -27,6 +30,7 @@ class RegionResponse(web.StreamResponse):
         if self.prepared:
             return await super().prepare(request)
         region = self._region
+        corked = _cork(request.transport, True)
         try:
             writer = await super().prepare(request)   # the headers go now (a StreamResponse's way)
             if request.transport is None:
@@ -35,4 +39,19 @@ class RegionResponse(web.StreamResponse):
             await super().write_eof()
             return writer
         finally:
+            if corked:
+                _cork(request.transport, False)
             region.close()
+
+
+def _cork(transport: asyncio.BaseTransport | None, on: bool) -> bool:
+    """Hold (``on``) or release the connection's partial segments (TCP_CORK), so that the headers and
+    the records leave in one segment rather than two; the receiver then wakes and parses once."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return False
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1 if on else 0)
+    except OSError:   # closed meanwhile: nothing to hold or release
+        return False
+    return True
