@@ -154,6 +154,31 @@ def test_an_unknown_kernel_setting_is_refused_by_name():
     assert "STRATALOG_KERNEL='rust': expected one of auto, python, native" in result.stderr
 
 
+def test_the_installed_kernel_has_the_interface_this_package_expects():
+    assert stratalog_native.INTERFACE == native.INTERFACE
+
+
+@pytest.mark.parametrize("stale", ["", "INTERFACE = 0\n"])
+def test_a_kernel_built_from_other_sources_is_refused_by_native_and_passed_over_by_auto(tmp_path, stale):
+    # A stand-in (a Python module, not a build) for an extension built from older sources, found
+    # first on the path: without the INTERFACE attribute (before it existed) or with another number.
+    (tmp_path / "stratalog_native.py").write_text(f"# stand-in for an old build\n{stale}def scan_log(*a): pass\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    code = "from stratalog.records import native; print(native.name())"
+    run = [sys.executable, "-c", code]
+    refused = subprocess.run(run, env={**env, "STRATALOG_KERNEL": "native"}, capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode != 0
+    found = "0" if stale else "None"
+    assert f"has interface {found}, this stratalog needs {native.INTERFACE}" in refused.stderr
+    assert "rebuild it with `scripts/setup`" in refused.stderr
+    passed_over = subprocess.run(run, env={**env, "STRATALOG_KERNEL": "auto"}, capture_output=True, text=True,
+                                 timeout=60)
+    assert passed_over.returncode == 0, passed_over.stderr
+    assert passed_over.stdout.strip() == "python"
+    assert "running the pure-Python record kernel meanwhile" in passed_over.stderr
+
+
 # -- the cleaner: its offset map, and its walks over batches ------------------------------------------
 def _write_log(root: Path, seed: int, clock_ms: int) -> Path:
     """A compacted partition of random batches (keyless records, tombstones, headers, several codecs,

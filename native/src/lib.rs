@@ -212,6 +212,10 @@ fn producer_batches(data: &Bound<'_, PyAny>, position: usize, limit: usize, star
 
 #[pymodule]
 fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // What records/native.py checks before it uses this module: bump it with records/native.py's
+    // INTERFACE whenever a function or class is added or removed, or changes its arguments or results,
+    // so that an extension built from older sources is refused by name instead of failing mid-append.
+    m.add("INTERFACE", 1u32)?;
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
