@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from certificates import Authority
 from kafka_wire import read_frame, request_frame
 from server_harness import Server, kafka_batch
+from stratalog.server.app import ROUTES
 
 TOKENS = {name: secrets.token_urlsafe(24) for name in ("producer", "consumer", "admin", "orders-reader")}
 GRANTS = {"producer": "stratalog:produce", "consumer": "stratalog:consume", "admin": "stratalog:administer",
@@ -127,6 +128,16 @@ def test_probes_metrics_and_the_openapi_document_need_no_token_and_count_the_den
     denied = [line for line in metrics.splitlines() if line.startswith('stratalog_access_denied_total{verb="consume"}')]
     assert denied and float(denied[0].split()[-1]) >= 1, metrics
     assert "denied consume topic events to producer" in server.log()
+
+
+def test_the_openapi_document_says_which_operations_need_a_bearer_token(server: Server):
+    document = as_(server, None).get(server.url("/v1/openapi.json"), timeout=30).json()
+    scheme = document["components"]["securitySchemes"]["bearer"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    declared = {(method.upper(), path): operation["security"] for path, item in document["paths"].items()
+                for method, operation in item.items() if method != "parameters"}
+    assert declared == {(method, path): [] if need.public else [{"bearer": []}] for method, path, _, need in ROUTES}
+    assert declared[("GET", "/healthz")] == [] and declared[("POST", "/v1/topics")] == [{"bearer": []}]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -22,7 +22,7 @@ from stratalog.storage.log import AppendInfo, Log, PreparedAppend
 
 class Acks(enum.Enum):
     LEADER = "1"   # in the leader's log (page cache)
-    ALL = "all"    # durable: fsynced, the only copy being this one
+    ALL = "all"    # in every in-sync replica's log; fsynced where this engine holds the only copy
 
     @classmethod
     def parse(cls, text: str | None, where: str) -> Acks:

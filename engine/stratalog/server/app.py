@@ -81,7 +81,8 @@ def create_app(state: ServerState) -> web.Application:
     needs = {(method, path): need for method, path, _, need in ROUTES}
     app = web.Application(middlewares=[request_gate(state, needs, _ALWAYS_AVAILABLE)], client_max_size=1 << 30)
     app[STATE] = state
-    app[OPENAPI] = json.dumps(build_document(state.settings)).encode()
+    secured = {key: not need.public for key, need in needs.items()} if state.access.enabled else None
+    app[OPENAPI] = json.dumps(build_document(state.settings, secured)).encode()
     for method, path, handler, _ in ROUTES:
         app.router.add_route(method, path, handler)
 

@@ -11,6 +11,7 @@ and a test checks that it names exactly the routes ``app.ROUTES`` serves.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from stratalog import __version__
@@ -87,7 +88,9 @@ def _query(name: str, schema: Schema, description: str) -> Schema:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
-def build_document(settings: Settings) -> dict[str, Any]:
+def build_document(settings: Settings, secured: Mapping[tuple[str, str], bool] | None = None) -> dict[str, Any]:
+    """The document; ``secured``, when access control is on, says for each (METHOD, path) whether it
+    needs a bearer token, and the document then declares the scheme and each operation's need."""
     max_partitions = settings.max_partitions_per_topic
     topic_param = {"name": "topic", "in": "path", "required": True, "schema": _ref("TopicName"),
                    "examples": {"demo": {"value": "demo"}, "compacted": {"value": "compacted"}}}
@@ -98,8 +101,9 @@ def build_document(settings: Settings) -> dict[str, Any]:
                        "schema": _int(0, INT32_MAX), "example": 0}
     tp_params = [topic_param, partition_param]
     acks = _query("acks", {"type": "string", "enum": ["1", "all", "-1"]},
-                  "1 (default): answer once the batch is in the page cache. all / -1: answer after fsync "
-                  "(the engine is the only replica, so all in-sync replicas means this disk).")
+                  "1 (default): answer once the batch is in the leader's log (page cache). all / -1: answer "
+                  "once every in-sync replica has it (a replicated partition: the high watermark passed it; "
+                  "504 after request.timeout.ms), or after fsync where this engine holds the only copy.")
     fsync = _query("fsync", {"type": "boolean"}, "true: same as acks=all.")
     compression = _query("compression", {"type": "string", "enum": ["none", "gzip", "snappy", "lz4", "zstd"]},
                          "Codec of the batch built from JSON records (raw batches carry their own).")
@@ -336,6 +340,17 @@ def build_document(settings: Settings) -> dict[str, Any]:
                                           "content": {"text/plain": {"schema": {"type": "string"}}}}}},
         },
     }
+    components: dict[str, Any] = {"schemas": _schemas(max_partitions)}
+    if secured is not None:
+        components["securitySchemes"] = {"bearer": {
+            "type": "http", "scheme": "bearer",
+            "description": "A Kubernetes ServiceAccount token or a token of the server's --token-file; 401 "
+                           "without a valid one, 403 when its roles do not grant the operation's verb."}}
+        for path, item in paths.items():
+            for method, operation in item.items():
+                if method == "parameters":   # the path's own, not an operation
+                    continue
+                operation["security"] = [{"bearer": []}] if secured[(method.upper(), path)] else []
     return {
         "openapi": "3.1.0",
         "info": {
@@ -346,7 +361,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
                            "responses for the statuses. Default listen address: 127.0.0.1:8092.",
         },
         "paths": paths,
-        "components": {"schemas": _schemas(max_partitions)},
+        "components": components,
     }
 
 
