@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from . import machine
-from .service import kafka_address, start_server
+from .service import kafka_address, start_server, until_ready
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, Stopwatch, build_pool, read_raw, write_small_segments
 
 REPO = Path(__file__).resolve().parent.parent
@@ -686,17 +686,7 @@ async def stratalog_service(base: str, pid: int, topic: str, clients: int, secon
 
     connector = aiohttp.TCPConnector(limit=clients * 2)
     async with aiohttp.ClientSession(base, connector=connector) as session:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                async with session.get("/readyz") as reply:
-                    if reply.status == 200:
-                        break
-            except aiohttp.ClientConnectionError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"stratalog serve at {base} is not ready after 60 s")
-            await asyncio.sleep(0.1)
+        await until_ready(session)
         async with session.post("/v1/topics", json={"name": topic, "partitions": clients}) as reply:
             if reply.status != 201:
                 raise RuntimeError(f"creating {topic}: {reply.status} {await reply.text()}")

@@ -27,7 +27,7 @@ from pathlib import Path
 import aiohttp
 
 from .compare import _process_cpu_seconds
-from .service import RECORD_BATCH, start_server
+from .service import RECORD_BATCH, start_server, until_ready
 from .workload import TOPIC, build_pool
 
 
@@ -50,14 +50,7 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int | None, int]:
 
 async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int) -> dict[str, list[float]]:
     async with aiohttp.ClientSession(base) as session:
-        for _ in range(600):
-            try:
-                async with session.get("/readyz") as reply:
-                    if reply.status == 200:
-                        break
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.1)
+        await until_ready(session)
         async with session.post("/v1/topics", json={"name": TOPIC, "partitions": clients}) as reply:
             if reply.status != 201:
                 raise RuntimeError(await reply.text())

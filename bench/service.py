@@ -206,18 +206,26 @@ def _await_in_log(process: subprocess.Popen[bytes], log_path: Path,
     raise SystemExit(f"stratalog serve {failure}:\n{log_path.read_text(errors='replace')}")
 
 
+async def until_ready(session: aiohttp.ClientSession, timeout_s: float = 60.0) -> None:
+    """Until the session's server answers ``/readyz`` with 200 (its directories are open)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            async with session.get("/readyz") as reply:
+                if reply.status == 200:
+                    return
+        except aiohttp.ClientConnectionError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"stratalog serve is not ready after {timeout_s:g} s")
+        await asyncio.sleep(0.1)
+
+
 async def api(base: str, pid: int, clients: int, seconds: float, acks: str, fetch_bytes: int, pool: list[bytes]
               ) -> list[Figures]:
     connector = aiohttp.TCPConnector(limit=clients * 2)
     async with aiohttp.ClientSession(base, connector=connector) as session:
-        for _ in range(600):
-            try:
-                async with session.get("/readyz") as reply:
-                    if reply.status == 200:
-                        break
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.1)
+        await until_ready(session)
         async with session.post("/v1/topics", json={"name": TOPIC, "partitions": clients}) as reply:
             assert reply.status == 201, await reply.text()
 
