@@ -55,3 +55,35 @@ def test_a_region_arrives_as_the_file_holds_it_after_what_was_written_before(tmp
         client_tls = ssl.create_default_context(cafile=str(authority.cert))
     received = asyncio.run(serve_region_and_read(path, 100, len(content) - 200, server_tls, client_tls))
     assert received == b"head" + content[100:-100]
+
+
+@pytest.mark.parametrize("cork", [True, False], ids=["with-tcp-cork", "platform-without-tcp-cork"])
+def test_a_fetch_answer_holds_its_segments_while_corked_and_does_without_where_the_platform_has_no_cork(
+        monkeypatch: pytest.MonkeyPatch, cork: bool):
+    import socket
+
+    from stratalog.server import region_response
+
+    if not cork:   # as on macOS and the BSDs, whose socket module has no TCP_CORK
+        monkeypatch.setattr(region_response, "_TCP_CORK", None)
+
+    async def corked_states() -> list[bool | int]:
+        states: list[bool | int] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            states.append(region_response._cork(writer.transport, True))
+            states.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
+            states.append(region_response._cork(writer.transport, False))
+            states.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+            await reader.read()
+            writer.close()
+        return states
+
+    # (corked?, TCP_CORK after, released?, TCP_CORK after)
+    assert asyncio.run(corked_states()) == ([True, 1, True, 0] if cork else [False, 0, False, 0])

@@ -44,14 +44,17 @@ class RegionResponse(web.StreamResponse):
             region.close()
 
 
+_TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)   # Linux's; elsewhere the two segments stay two
+
+
 def _cork(transport: asyncio.BaseTransport | None, on: bool) -> bool:
     """Hold (``on``) or release the connection's partial segments (TCP_CORK), so that the headers and
     the records leave in one segment rather than two; the receiver then wakes and parses once."""
     sock = transport.get_extra_info("socket") if transport is not None else None
-    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+    if _TCP_CORK is None or sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return False
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1 if on else 0)
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1 if on else 0)
     except OSError:   # closed meanwhile: nothing to hold or release
         return False
     return True
