@@ -680,6 +680,20 @@ def test_metrics_have_per_partition_series(server: Server) -> None:
     assert dirs, "checkpoint files exist from the start and have an age"
 
 
+def test_a_partition_has_the_series_of_what_was_done_to_it_only(server: Server) -> None:
+    server.create_topic("written-only", 1)
+    server.create_topic("read-only", 1)
+    server.produce_json("written-only", 0, [{"value": "x"}])
+    server.fetch_json("read-only", 0, 0)
+    samples = metric_samples(server)
+    written = {name for name, labels in samples if ("topic", "written-only") in labels}
+    read = {name for name, labels in samples if ("topic", "read-only") in labels}
+    assert {"stratalog_append_bytes_total", "stratalog_append_records_total"} <= written
+    assert "stratalog_fetch_bytes_total" not in written
+    assert "stratalog_fetch_bytes_total" in read
+    assert not {"stratalog_append_bytes_total", "stratalog_append_records_total"} & read
+
+
 def test_a_deleted_topics_series_go_and_a_topic_recreated_under_its_name_counts_from_zero(server: Server) -> None:
     labels = (("partition", "0"), ("topic", "reborn"))
     server.create_topic("reborn", 1)

@@ -78,7 +78,7 @@ class ServerMetrics:
         # Series children of the request path, found once: prometheus_client's labels() takes a lock
         # and checks the label values on every call. forget_topic drops a topic's with its series.
         self._request_children: dict[tuple[str, str, int], Any] = {}
-        self._partition_children: dict[tuple[str, int], tuple[Any, Any, Any]] = {}
+        self._partition_children: dict[tuple[Counter, str, int], Any] = {}   # (series, topic, partition)
         self._append_latency_children: dict[str, Any] = {}
 
     def error(self, code: str) -> None:
@@ -91,21 +91,17 @@ class ServerMetrics:
             child = self._request_children[key] = self.requests.labels(method, route, str(status))
         child.inc()
 
-    def _partition(self, topic: str, partition: int) -> tuple[Any, Any, Any]:
-        """The partition's (append bytes, append records, fetch bytes) children."""
-        key = (topic, partition)
-        children = self._partition_children.get(key)
-        if children is None:
-            labels = (topic, str(partition))
-            children = self._partition_children[key] = (self.append_bytes.labels(*labels),
-                                                         self.append_records.labels(*labels),
-                                                         self.fetch_bytes.labels(*labels))
-        return children
+    def _child(self, counter: Counter, topic: str, partition: int) -> Any:
+        """``counter``'s series for the partition, made on its first use as ``labels()`` makes it."""
+        key = (counter, topic, partition)
+        child = self._partition_children.get(key)
+        if child is None:
+            child = self._partition_children[key] = counter.labels(topic, str(partition))
+        return child
 
     def count_append(self, topic: str, partition: int, size: int, records: int) -> None:
-        appended_bytes, appended_records, _ = self._partition(topic, partition)
-        appended_bytes.inc(size)
-        appended_records.inc(records)
+        self._child(self.append_bytes, topic, partition).inc(size)
+        self._child(self.append_records, topic, partition).inc(records)
 
     def observe_append(self, acks: str, seconds: float) -> None:
         latency = self._append_latency_children.get(acks)
@@ -114,14 +110,14 @@ class ServerMetrics:
         latency.observe(seconds)
 
     def count_fetch(self, topic: str, partition: int, size: int, seconds: float) -> None:
-        self._partition(topic, partition)[2].inc(size)
+        self._child(self.fetch_bytes, topic, partition).inc(size)
         self.fetch_latency.observe(seconds)
 
     def forget_topic(self, topic: str, partitions: Iterable[int]) -> None:
         """Drop a deleted topic's request-path series, so deleted names do not pile up."""
         for partition in partitions:
-            self._partition_children.pop((topic, partition), None)
             for counter in (self.append_bytes, self.append_records, self.fetch_bytes):
+                self._partition_children.pop((counter, topic, partition), None)
                 try:
                     counter.remove(topic, str(partition))
                 except KeyError:
