@@ -1,6 +1,8 @@
 # Types of the native record kernel (src/lib.rs); maturin installs this stub beside the module.
 from collections.abc import Buffer
 
+INTERFACE: int   # records/native.py refuses a module whose number is not its own
+
 class RecordError(ValueError):
     """Damaged records: ``args`` are (byte position, reason), as ``CorruptRecordError`` takes them."""
 

@@ -138,6 +138,11 @@ def test_the_openapi_document_says_which_operations_need_a_bearer_token(server: 
                 for method, operation in item.items() if method != "parameters"}
     assert declared == {(method, path): [] if need.public else [{"bearer": []}] for method, path, _, need in ROUTES}
     assert declared[("GET", "/healthz")] == [] and declared[("POST", "/v1/topics")] == [{"bearer": []}]
+    # A secured operation documents the refusals a client must expect.
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method != "parameters" and operation["security"]:
+                assert {"401", "403"} <= set(operation["responses"]), (method, path)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

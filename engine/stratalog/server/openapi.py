@@ -54,6 +54,9 @@ _ERROR_TEXT = {
     "400": "A malformed request (INVALID_REQUEST, naming the field) or one the engine refuses: "
            "INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_RECORD, INVALID_TIMESTAMP, "
            "INVALID_REQUIRED_ACKS, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE.",
+    "401": "SASL_AUTHENTICATION_FAILED (access control on): no bearer token, or one that is not valid.",
+    "403": "TOPIC_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED (access control on): the token's roles do "
+           "not grant this operation's verb on the topic or the cluster.",
     "404": "UNKNOWN_TOPIC_OR_PARTITION.",
     "409": "TOPIC_ALREADY_EXISTS; with replication, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, "
            "INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA: the request's view of the replication state is stale.",
@@ -350,7 +353,11 @@ def build_document(settings: Settings, secured: Mapping[tuple[str, str], bool] |
             for method, operation in item.items():
                 if method == "parameters":   # the path's own, not an operation
                     continue
-                operation["security"] = [{"bearer": []}] if secured[(method.upper(), path)] else []
+                if secured[(method.upper(), path)]:
+                    operation["security"] = [{"bearer": []}]
+                    operation["responses"].update(_errors(401, 403))
+                else:
+                    operation["security"] = []
     return {
         "openapi": "3.1.0",
         "info": {
