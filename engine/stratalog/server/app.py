@@ -11,7 +11,6 @@ Every request passes one middleware, ``server/gate.py``: metrics, errors, access
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -27,13 +26,12 @@ from stratalog.server.access.permissions import (
     REPLICATE_ALL,
     Need,
 )
-from stratalog.server.gate import request_gate
+from stratalog.server.gate import Handler, request_gate
 from stratalog.server.openapi import build_document
 from stratalog.server.state import STATE, ServerState
 
 OPENAPI = web.AppKey("stratalog_openapi", bytes)
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -106,8 +106,8 @@ ErrorListener = Callable[[str], None]
 
 
 def error_answer(request: web.Request, error: Exception, on_error: ErrorListener) -> web.Response:
-    """The JSON error response for what a handler raised, counted by its code; re-raises what is not a
-    failure (cancellation, an aiohttp redirect)."""
+    """The JSON error response for what a handler raised, counted by its code; re-raises an aiohttp
+    redirect or other answer below 400, which is not a failure."""
     if isinstance(error, StratalogError):
         on_error(error.code)
         status = status_for(error)

@@ -14,7 +14,6 @@ per produce and per 16 KiB fetch by about a tenth (bench/README.md, "Service pat
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
@@ -36,13 +35,12 @@ def request_gate(state: ServerState, needs: Mapping[tuple[str, str], Need], alwa
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         resource = request.match_info.route.resource
         try:
-            await admit(access, needs, request)
+            if access.enabled:
+                await admit(access, needs, request)
             if resource is not None and request.path not in always_available:
                 state.check_ready()
             response = await handler(request)
-        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as error:  # noqa: BLE001 - error_answer answers, or re-raises what is no failure
+        except Exception as error:  # noqa: BLE001 - not cancellation: CancelledError is a BaseException
             response = error_answer(request, error, metrics.error)
         metrics.count_request(request.method, resource.canonical if resource is not None else "unmatched",
                               response.status)
