@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+M = TypeVar("M", Counter, Histogram)   # a labelled metric family
 _CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                      CLEANER_OFFSET_CHECKPOINT)
 
@@ -77,47 +78,39 @@ class ServerMetrics:
 
         # Series children of the request path, found once: prometheus_client's labels() takes a lock
         # and checks the label values on every call. forget_topic drops a topic's with its series.
-        self._request_children: dict[tuple[str, str, int], Any] = {}
-        self._partition_children: dict[tuple[Counter, str, int], Any] = {}   # (series, topic, partition)
-        self._append_latency_children: dict[str, Any] = {}
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+    def _series(self, family: M, *labels: str) -> M:
+        """``family``'s child for ``labels``, made on its first use as ``labels()`` makes it."""
+        key = (family, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*labels)
+        return cast(M, child)
 
     def error(self, code: str) -> None:
         self.errors.labels(code).inc()
 
     def count_request(self, method: str, route: str, status: int) -> None:
-        key = (method, route, status)
-        child = self._request_children.get(key)
-        if child is None:
-            child = self._request_children[key] = self.requests.labels(method, route, str(status))
-        child.inc()
-
-    def _child(self, counter: Counter, topic: str, partition: int) -> Any:
-        """``counter``'s series for the partition, made on its first use as ``labels()`` makes it."""
-        key = (counter, topic, partition)
-        child = self._partition_children.get(key)
-        if child is None:
-            child = self._partition_children[key] = counter.labels(topic, str(partition))
-        return child
+        self._series(self.requests, method, route, str(status)).inc()
 
     def count_append(self, topic: str, partition: int, size: int, records: int) -> None:
-        self._child(self.append_bytes, topic, partition).inc(size)
-        self._child(self.append_records, topic, partition).inc(records)
+        labels = (topic, str(partition))
+        self._series(self.append_bytes, *labels).inc(size)
+        self._series(self.append_records, *labels).inc(records)
 
     def observe_append(self, acks: str, seconds: float) -> None:
-        latency = self._append_latency_children.get(acks)
-        if latency is None:
-            latency = self._append_latency_children[acks] = self.append_latency.labels(acks)
-        latency.observe(seconds)
+        self._series(self.append_latency, acks).observe(seconds)
 
     def count_fetch(self, topic: str, partition: int, size: int, seconds: float) -> None:
-        self._child(self.fetch_bytes, topic, partition).inc(size)
+        self._series(self.fetch_bytes, topic, str(partition)).inc(size)
         self.fetch_latency.observe(seconds)
 
     def forget_topic(self, topic: str, partitions: Iterable[int]) -> None:
         """Drop a deleted topic's request-path series, so deleted names do not pile up."""
         for partition in partitions:
             for counter in (self.append_bytes, self.append_records, self.fetch_bytes):
-                self._partition_children.pop((counter, topic, partition), None)
+                self._children.pop((counter, (topic, str(partition))), None)
                 try:
                     counter.remove(topic, str(partition))
                 except KeyError:
