@@ -686,7 +686,7 @@ async def stratalog_service(base: str, pid: int, topic: str, clients: int, secon
 
     connector = aiohttp.TCPConnector(limit=clients * 2)
     async with aiohttp.ClientSession(base, connector=connector) as session:
-        await until_ready(session)
+        await until_ready(session, base)
         async with session.post("/v1/topics", json={"name": topic, "partitions": clients}) as reply:
             if reply.status != 201:
                 raise RuntimeError(f"creating {topic}: {reply.status} {await reply.text()}")

@@ -50,7 +50,7 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int | None, int]:
 
 async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int) -> dict[str, list[float]]:
     async with aiohttp.ClientSession(base) as session:
-        await until_ready(session)
+        await until_ready(session, base)
         async with session.post("/v1/topics", json={"name": TOPIC, "partitions": clients}) as reply:
             if reply.status != 201:
                 raise RuntimeError(await reply.text())

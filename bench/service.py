@@ -206,8 +206,8 @@ def _await_in_log(process: subprocess.Popen[bytes], log_path: Path,
     raise SystemExit(f"stratalog serve {failure}:\n{log_path.read_text(errors='replace')}")
 
 
-async def until_ready(session: aiohttp.ClientSession, timeout_s: float = 60.0) -> None:
-    """Until the session's server answers ``/readyz`` with 200 (its directories are open)."""
+async def until_ready(session: aiohttp.ClientSession, base: str, timeout_s: float = 60.0) -> None:
+    """Until the session's server, at ``base``, answers ``/readyz`` with 200 (its directories are open)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -217,7 +217,7 @@ async def until_ready(session: aiohttp.ClientSession, timeout_s: float = 60.0) -
         except aiohttp.ClientConnectionError:
             pass
         if time.monotonic() > deadline:
-            raise RuntimeError(f"stratalog serve is not ready after {timeout_s:g} s")
+            raise RuntimeError(f"stratalog serve at {base} is not ready after {timeout_s:g} s")
         await asyncio.sleep(0.1)
 
 
@@ -225,7 +225,7 @@ async def api(base: str, pid: int, clients: int, seconds: float, acks: str, fetc
               ) -> list[Figures]:
     connector = aiohttp.TCPConnector(limit=clients * 2)
     async with aiohttp.ClientSession(base, connector=connector) as session:
-        await until_ready(session)
+        await until_ready(session, base)
         async with session.post("/v1/topics", json={"name": TOPIC, "partitions": clients}) as reply:
             assert reply.status == 201, await reply.text()
 
