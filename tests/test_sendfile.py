@@ -58,7 +58,7 @@ def test_a_region_arrives_as_the_file_holds_it_after_what_was_written_before(tmp
 
 
 @pytest.mark.parametrize("cork", [True, False], ids=["with-tcp-cork", "platform-without-tcp-cork"])
-def test_a_fetch_answer_holds_its_segments_while_corked_and_does_without_where_the_platform_has_no_cork(
+def test_a_fetch_answer_corks_its_connection_and_uncorks_it_or_does_neither_where_the_platform_has_no_cork(
         monkeypatch: pytest.MonkeyPatch, cork: bool):
     import socket
 
