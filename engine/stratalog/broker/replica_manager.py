@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from stratalog.broker.delayed_produce import DelayedProduces
 from stratalog.broker.engine import Engine
 from stratalog.broker.groups.offsets_records import INTERNAL_TOPICS
 from stratalog.broker.fetch import FetchedBatches, read_whole_batches, try_read_whole_batches
@@ -72,8 +73,11 @@ class ReplicaManager:
         self.topics = TopicAdmin(engine.manager)
         self.io = ThreadPoolExecutor(io_threads, thread_name_prefix="stratalog-io")
         self.maintenance = ThreadPoolExecutor(maintenance_threads, thread_name_prefix="stratalog-maintenance")
-        self.signals = AppendSignals()
-        self.hw_signals = AppendSignals()   # acks=all produces waiting for the high watermark
+        self.signals = AppendSignals()   # consumers' fetches: appends and high-watermark moves wake them
+        # Followers' fetches read to the log end, not the high watermark: only appends and news wake them.
+        self.replica_signals = AppendSignals(self.signals.counts)
+        self.delayed_produces = DelayedProduces()   # acks=all produces waiting for the high watermark
+        self.news_signals = AppendSignals()   # a partition's leadership news (the groups' coordinator waits on it)
         self.shutting_down = False  # waiting fetches answer at once from now on
         self._round_robin: dict[str, Iterator[int]] = {}
         self.replicas: ReplicaSet | None = None
@@ -83,22 +87,46 @@ class ReplicaManager:
         """Take part in replication; HW moves (on any thread) wake this loop's waiters."""
         self.replicas = replicas
         self._loop = loop
-        replicas.on_high_watermark = self._high_watermark_moved
+        replicas.on_high_watermark = self._partition_news
+        replicas.on_high_watermark_advanced = self._high_watermark_advanced
 
-    def _high_watermark_moved(self, tp: TopicPartition) -> None:
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-
-        # Nobody waiting is the common case on a follower, whose HW moves every fetch round; the
-        # HW has moved before this check, so a waiter that registers after it sees the new HW.
-        if not (self.signals.awaited(tp) or self.hw_signals.awaited(tp)):
+    def _partition_news(self, tp: TopicPartition) -> None:
+        """Leadership, the ISR or the replica set changed (and perhaps the HW with it): every waiter on
+        ``tp`` checks again."""
+        # Nobody waiting is the common case on a follower, told of every fetch round it applies; the
+        # news is in before this check, so a waiter that registers after it sees the news.
+        if not (self.signals.awaited(tp) or self.replica_signals.awaited(tp) or self.delayed_produces.awaited(tp)
+                or self.news_signals.awaited(tp)):
             return
 
         def wake() -> None:
-            self.signals.notify(tp)      # consumers waiting for committed data
-            self.hw_signals.notify(tp)   # acks=all produces
+            self.signals.notify(tp)           # consumers waiting for committed data
+            self.replica_signals.notify(tp)   # followers: a demoted leader's long polls answer now
+            self.delayed_produces.wake(tp)    # acks=all produces
+            self.news_signals.notify(tp)
 
+        self._on_loop(wake)
+
+    def _high_watermark_advanced(self, tp: TopicPartition) -> None:
+        """Only the HW moved (a follower's fetch acknowledged): consumers and the acks=all produces it
+        passed wake; the followers' long polls, which read to the log end, do not."""
+        if not (self.signals.awaited(tp) or self.delayed_produces.awaited(tp)):
+            return
+
+        def wake() -> None:
+            self.signals.notify(tp)
+            partition = self.replicas.get(tp) if self.replicas is not None else None
+            if partition is None:
+                self.delayed_produces.wake(tp)
+            else:   # the HW now, not at the move: a later move may have overtaken this wake-up
+                self.delayed_produces.complete_below(tp, partition.log.high_watermark)
+
+        self._on_loop(wake)
+
+    def _on_loop(self, wake: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
         try:
             on_loop = asyncio.get_running_loop() is loop
         except RuntimeError:
@@ -132,6 +160,11 @@ class ReplicaManager:
                 leader_epoch=state.leader_epoch if state is not None else None)
         return partition
 
+    def _appended(self, tp: TopicPartition) -> None:
+        """Wake the fetches waiting for data of ``tp``: consumers and followers."""
+        self.signals.notify(tp)
+        self.replica_signals.notify(tp)
+
     # -- running blocking work ----------------------------------------------------------------
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """Run a blocking engine call on the io pool."""
@@ -157,7 +190,7 @@ class ReplicaManager:
         result = try_append_to_log(log, batches, acks, now_ms)   # on the loop when it need not block
         if result is None:
             result = await self.run(append_to_log, log, batches, acks, now_ms)
-        self.signals.notify(tp)
+        self._appended(tp)
         return result
 
     async def _append_replicated(self, partition: Partition, batches: Sequence[bytes | bytearray],
@@ -178,7 +211,7 @@ class ReplicaManager:
             result, epoch = ProduceResult.of(inline[0], partition.log.log_start_offset), inline[1]
         else:
             result, epoch = await self.run(append)
-        self.signals.notify(tp)
+        self._appended(tp)
         if acks is Acks.ALL:
             await self._await_high_watermark(partition, result.last_offset, epoch)
         return result
@@ -190,15 +223,23 @@ class ReplicaManager:
         timeout_ms = self.engine.config.request_timeout_ms
         deadline = loop.time() + timeout_ms / 1000
         while True:
-            event = self.hw_signals.event(tp)   # before the check: a move in between still wakes us
-            if partition.acks_all_complete(last_offset, epoch):
+            # Registered before the check: a move in between still wakes it.
+            woken = self.delayed_produces.watch(tp, last_offset)
+            try:
+                complete = partition.acks_all_complete(last_offset, epoch)
+            except BaseException:
+                woken.cancel()   # not waited on: the heap drops it at the next move or news
+                raise
+            if complete:
+                woken.cancel()
                 return
             remaining = deadline - loop.time()
             if remaining <= 0 or self.shutting_down:
+                woken.cancel()
                 raise RequestTimedOutError(
                     f"produce to {tp}: the in-sync replicas did not all have offset {last_offset} within "
                     f"request.timeout.ms={timeout_ms}; the batch is in the leader's log and may still commit")
-            await self.hw_signals.wait(event, remaining)
+            await self.delayed_produces.wait(woken, remaining)
 
     async def append_to_partitions(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
                                    now_ms: int) -> dict[int, ProduceResult]:
@@ -210,7 +251,7 @@ class ReplicaManager:
         results = await self.run(append_to_logs, logs, acks, now_ms)
         out = {}
         for log, result in results.items():
-            self.signals.notify(log.topic_partition)
+            self._appended(log.topic_partition)
             out[log.topic_partition.partition] = result
         return out
 
@@ -359,7 +400,7 @@ class ReplicaManager:
             return out
 
         while True:
-            events = [self.signals.event(tp) for tp, _ in fetches]
+            events = [self.replica_signals.event(tp) for tp, _ in fetches]
             # The tail of a log is read here on the loop: a hop to the io pool and back costs a
             # follower's round more than the read, and every acks=all produce waits for two rounds.
             results = fetch_all([], blocking=False)
@@ -370,7 +411,7 @@ class ReplicaManager:
             urgent = any(isinstance(r, StratalogError) or r.diverging_epoch or r.out_of_range for r in results)
             if size >= min_bytes or urgent or remaining <= 0 or self.shutting_down:
                 return results
-            await self.signals.wait_any(events, remaining)
+            await self.replica_signals.wait_any(events, remaining)
 
     # -- offsets --------------------------------------------------------------------------------
     async def list_offsets(self, tp: TopicPartition, timestamp: int,
@@ -461,7 +502,7 @@ class ReplicaManager:
 
         partitions, renamed = await self.run(run)
         for partition in partitions:
-            self.signals.notify(TopicPartition(topic, partition))
+            self._appended(TopicPartition(topic, partition))
         return partitions, renamed
 
     # -- shutdown -------------------------------------------------------------------------------
@@ -469,6 +510,8 @@ class ReplicaManager:
         """Answer every waiting fetch now; new ones do not wait."""
         self.shutting_down = True
         self.signals.notify_all()
+        self.replica_signals.notify_all()
+        self.delayed_produces.wake_all()
 
     def shutdown_pools(self) -> None:
         """Wait for every engine call already running (appends in flight finish), then stop the pools."""

@@ -6,9 +6,11 @@ a follower of it; every partition it follows from one leader is fetched by that 
 ``LeaderFetcher``, in one request per round. Partitions the controller never mentions stay
 single-copy, as before.
 
-What moves a partition's high watermark (a follower's fetch, a committed ISR change, a new
-leadership) is reported through ``on_high_watermark``, so the transport can wake the acks=all
-produces and the consumer fetches waiting for it.
+News of a partition (a new leadership, a committed ISR change, its removal, a follower's
+applied fetch) is reported through ``on_high_watermark``, and a leader's high watermark moved by a
+follower's fetch through ``on_high_watermark_advanced``, so the transport can wake the acks=all
+produces and the fetches waiting on it: every one on news, and on an advance only those it
+concerns (the followers' own long polls read to the log end, and do not wait for it).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class ReplicaSet:
     def __init__(self, manager: LogManager, settings: ReplicationSettings, controller: Controller,
                  client_factory: ClientFactory, *, clock: Callable[[], int],
                  on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
+                 on_high_watermark_advanced: Callable[[TopicPartition], None] | None = None,
                  may_lead: Callable[[], bool] = lambda: True) -> None:
         self.manager = manager
         self.settings = settings
@@ -60,6 +63,7 @@ class ReplicaSet:
         self.client_factory = client_factory
         self.clock = clock
         self.on_high_watermark = on_high_watermark
+        self.on_high_watermark_advanced = on_high_watermark_advanced or on_high_watermark
         self.may_lead = may_lead   # the engine's liveness lease (an agent's); always True without one
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[TopicPartition, LeaderFetcher] = {}        # each followed partition's fetcher
@@ -151,14 +155,14 @@ class ReplicaSet:
         partition = self._replica(tp)
         # Compared with the log, not the answer: an ISR proposal settled after the answer was
         # built (refused, or committed) may have moved the HW too, and its waiters must wake.
-        with self._waking_on_high_watermark_move(tp, partition):
+        with self._waking_on_high_watermark_move(tp, partition, advanced_only=True):
             return partition.fetch_for_follower(fetch)
 
     def try_fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch) -> ReplicaFetchResult | None:
         """``fetch_for_follower`` without blocking (for the event loop), or None: see
         ``Partition.try_fetch_for_follower``. An ISR proposal goes to the proposals thread."""
         partition = self._replica(tp)
-        with self._waking_on_high_watermark_move(tp, partition):
+        with self._waking_on_high_watermark_move(tp, partition, advanced_only=True):
             answer = partition.try_fetch_for_follower(fetch)
         if answer is None:
             return None
@@ -187,14 +191,17 @@ class ReplicaSet:
         return partition
 
     @contextlib.contextmanager
-    def _waking_on_high_watermark_move(self, tp: TopicPartition, partition: Partition) -> Iterator[None]:
-        """Wakes the acks=all produces and fetches waiting on ``tp`` if the block moved its high watermark."""
+    def _waking_on_high_watermark_move(self, tp: TopicPartition, partition: Partition, *,
+                                       advanced_only: bool = False) -> Iterator[None]:
+        """Wakes the acks=all produces and fetches waiting on ``tp`` if the block moved its high watermark.
+        ``advanced_only``: the block changes nothing a waiter the HW did not pass must hear of (a
+        follower's fetch: the only ISR change it proposes is the follower joining)."""
         before = partition.log.high_watermark
         try:
             yield
         finally:
             if partition.log.high_watermark != before:
-                self.on_high_watermark(tp)
+                (self.on_high_watermark_advanced if advanced_only else self.on_high_watermark)(tp)
 
     def take_over_logs(self) -> None:
         """From now on every log of this engine belongs to replication: until the controller's state

@@ -26,9 +26,10 @@ class WaitCounts:
 class AppendSignals:
     """One ``asyncio.Event`` per partition, set when an append lands."""
 
-    def __init__(self) -> None:
+    def __init__(self, counts: WaitCounts | None = None) -> None:
+        """``counts``: shared with another set of signals, to count their waits as one."""
         self._events: dict[TopicPartition, asyncio.Event] = {}
-        self.counts = WaitCounts()
+        self.counts = WaitCounts() if counts is None else counts
 
     def event(self, tp: TopicPartition) -> asyncio.Event:
         """Take the event *before* reading, so an append between the read and the wait is not missed."""

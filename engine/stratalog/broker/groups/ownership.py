@@ -169,10 +169,9 @@ class LedPartitions:
 
     async def watch_resignations(self) -> None:
         """Drop the groups of each loaded partition as soon as this engine no longer leads it at the
-        epoch it was loaded at. Woken by the partitions' leadership news (the replicas' wake-ups of
-        acks=all waiters, which a leadership change sends) or by a partition loaded since; runs
-        until cancelled."""
-        signals = self.broker.hw_signals
+        epoch it was loaded at. Woken by the partitions' leadership news or by a partition loaded
+        since; runs until cancelled."""
+        signals = self.broker.news_signals
         while True:
             # The events are taken before the check, as a fetch takes them before its read: news
             # that comes after the check wakes the wait, and none is lost in between.

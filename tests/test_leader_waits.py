@@ -1,0 +1,134 @@
+"""What a leader's waiting requests wake for: acks=all produces for the high watermark passing their
+batch, followers' long polls for new data (Kafka's DelayedProduce and DelayedFetch purgatories)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from stratalog.broker.controller import InProcessController
+from stratalog.broker.delayed_produce import DelayedProduces
+from stratalog.broker.partition import ReplicaFetch
+from stratalog.broker.produce import Acks
+from stratalog.broker.replication import ReplicaSet, ReplicationSettings
+from stratalog.common.errors import RequestTimedOutError
+from stratalog.common.names import TopicPartition
+from stratalog.records import Record, build_batch
+from stratalog.server.replication import LeaderSession
+
+TP = TopicPartition("t", 0)
+OTHER = TopicPartition("t", 1)
+
+
+def one_record(value: bytes = b"v") -> bytes:
+    return build_batch([Record(0, int(time.time() * 1000), None, value)])
+
+
+# -- the purgatory on its own ---------------------------------------------------------------------
+def test_a_high_watermark_move_completes_the_produces_it_passed_and_no_other():
+    async def run() -> list[bool]:
+        waiters = DelayedProduces()
+        at_0, at_1, at_5 = (waiters.watch(TP, offset) for offset in (0, 1, 5))
+        elsewhere = waiters.watch(OTHER, 0)
+        waiters.complete_below(TP, 2)   # offsets 0 and 1 are below the high watermark now
+        return [at_0.done(), at_1.done(), at_5.done(), elsewhere.done(), waiters.awaited(TP)]
+
+    assert asyncio.run(run()) == [True, True, False, False, True]
+
+
+def test_news_of_a_partition_wakes_every_produce_waiting_on_it():
+    async def run() -> list[bool]:
+        waiters = DelayedProduces()
+        ahead = [waiters.watch(TP, offset) for offset in (3, 9)]
+        elsewhere = waiters.watch(OTHER, 0)
+        waiters.wake(TP)
+        return [f.done() for f in ahead] + [elsewhere.done(), waiters.awaited(TP), waiters.awaited(OTHER)]
+
+    assert asyncio.run(run()) == [True, True, False, False, True]
+
+
+def test_a_produce_that_gave_up_is_dropped_when_the_high_watermark_passes_it():
+    async def run() -> tuple[bool, bool, bool]:
+        waiters = DelayedProduces()
+        gave_up = waiters.watch(TP, 0)
+        timed_out = not await waiters.wait(gave_up, 0.01)
+        waiters.complete_below(TP, 1)
+        return timed_out, gave_up.cancelled(), waiters.awaited(TP)
+
+    assert asyncio.run(run()) == (True, True, False)
+
+
+def test_shutdown_wakes_the_produces_of_every_partition():
+    async def run() -> list[bool]:
+        waiters = DelayedProduces()
+        futures = [waiters.watch(TP, 7), waiters.watch(OTHER, 2)]
+        waiters.wake_all()
+        return [f.done() for f in futures] + [waiters.awaited(TP)]
+
+    assert asyncio.run(run()) == [True, True, False]
+
+
+# -- on a real engine leading a partition whose followers are this test ---------------------------
+def test_a_followers_long_poll_answers_new_data_and_not_a_high_watermark_move(started_broker):
+    """Follower 1's fetch that finds nothing waits; follower 2's acknowledgement moves the high
+    watermark (the acks=all produce answers), which does not concern follower 1's wait: it goes on
+    waiting, without a wake-up, until the next append gives it data."""
+    broker = started_broker()
+    controller = InProcessController()
+    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
+                          clock=broker.engine.clock)
+    endpoints = {b: "http://127.0.0.1:9" for b in range(3)}   # the followers are never asked
+
+    async def fetch(replica: int, offset: int, epoch: int, wait_ms: int = 0) -> tuple[int, bytes]:
+        [answer] = await broker.replica_fetch_many(
+            [(TP, ReplicaFetch(replica, offset, epoch if offset else -1, 0, 1 << 20))], wait_ms)
+        assert not isinstance(answer, Exception)
+        return answer.high_watermark, answer.data
+
+    async def run() -> None:
+        broker.attach_replicas(replicas, asyncio.get_running_loop())
+        replicas.apply_state(TP, controller.create(TP, (0, 1, 2)), endpoints)   # this engine, 0, leads
+        produce = asyncio.ensure_future(broker.append_records(TP, [one_record()], Acks.ALL, 0))
+        await asyncio.sleep(0.05)
+        assert not produce.done()
+        for follower in (1, 2):
+            assert (await fetch(follower, 0, 0))[1]          # the batch, not yet committed
+        waiting = asyncio.ensure_future(fetch(1, 1, 0, wait_ms=30_000))
+        await asyncio.sleep(0.05)
+        woken_before = broker.replica_signals.counts.completed_by_append
+        assert await fetch(2, 1, 0) == (1, b"")              # follower 2 has it: the HW moves to 1
+        result = await asyncio.wait_for(produce, 5)
+        assert (result.base_offset, result.last_offset) == (0, 0)
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        assert broker.replica_signals.counts.completed_by_append == woken_before
+        await broker.append_records(TP, [one_record(b"w")], Acks.LEADER, 0)
+        high_watermark, data = await asyncio.wait_for(waiting, 5)
+        assert high_watermark == 1 and data                  # the new batch, answered at once
+
+    try:
+        asyncio.run(run())
+    finally:
+        replicas.stop()
+
+
+def test_an_acks_all_produce_that_no_follower_acknowledges_times_out_after_the_request_timeout(started_broker):
+    broker = started_broker(**{"request.timeout.ms": "200"})
+    controller = InProcessController()
+    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
+                          clock=broker.engine.clock)
+
+    async def run() -> float:
+        broker.attach_replicas(replicas, asyncio.get_running_loop())
+        replicas.apply_state(TP, controller.create(TP, (0, 1)), {0: "http://127.0.0.1:9", 1: "http://127.0.0.1:9"})
+        started = time.monotonic()
+        try:
+            await broker.append_records(TP, [one_record()], Acks.ALL, 0)
+        except RequestTimedOutError:
+            return time.monotonic() - started
+        raise AssertionError("the produce was acknowledged without its follower")
+
+    try:
+        assert asyncio.run(run()) >= 0.2
+    finally:
+        replicas.stop()
