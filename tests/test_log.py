@@ -257,14 +257,14 @@ def test_a_read_whose_segment_files_vanish_mid_read_starts_again_on_the_current_
     log.maybe_increment_log_start_offset(log.segments[1].base_offset)
     log.remove_segments([stale])
     log.delete_expired_files()
-    original = log.segments_from
+    original = log.local.segments_from   # the segments' half of the log, which a read walks
     calls = []
 
     def stale_first(offset):
         calls.append(offset)
         return iter([stale, *original(offset)]) if len(calls) == 1 else original(offset)
 
-    log.segments_from = stale_first
+    log.local.segments_from = stale_first
     fetch = log.read(log.log_start_offset, 1 << 20)
     assert len(calls) == 2 and fetch.data
     assert parse_header(fetch.data).base_offset == log.log_start_offset

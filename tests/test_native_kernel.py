@@ -476,7 +476,7 @@ def _scanned_with(module: ModuleType | None, root: Path) -> object:
             log = manager.get_log("c", 0)
             state = log.transactions()
             return (dict(state.ongoing), list(state._ended), list(state._aborted),
-                    dict(log._producers.producers) if log._producers is not None else None)
+                    dict(log.producer_state.producers.producers) if log.producer_state.producers is not None else None)
         finally:
             manager.close()
 

@@ -140,9 +140,9 @@ def test_the_engine_forgets_expired_producers_on_its_schedule_under_kafkas_setti
         log.append(idempotent_batch(0, 1))                     # a timestamp long past
         import time
         deadline = time.monotonic() + 10
-        while log._producers is not None and log._producers.producers and time.monotonic() < deadline:
+        while log.producer_state.producers is not None and log.producer_state.producers.producers and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert log._producers is not None and log._producers.producers == {}
+        assert log.producer_state.producers is not None and log.producer_state.producers.producers == {}
         assert engine.tasks["producer-expiration"].runs >= 1
     finally:
         engine.stop()

@@ -1,10 +1,11 @@
-"""A partition's log: ordered segments, offsets, append, read, roll, flush, truncate.
+"""A partition's log: offsets, append, read, roll, flush, truncate (Kafka's ``UnifiedLog``).
 
-This plays the part of Kafka's ``UnifiedLog`` + ``LocalLog`` without their size:
-validation of incoming batches lives in ``validation``, opening after a crash in
-``loader``, deleting old segments in ``retention``. What stays here is the state
-that must change under one lock: the segment list, the log end offset (LEO), the
-high watermark, the log start offset and the recovery point.
+As Kafka's ``UnifiedLog``, it owns the parts and says what offsets mean: the log start offset,
+the high watermark, leader epochs, the append's checks. The segments on disk, the log end offset
+(LEO) and the recovery point are its ``LocalLog`` (``local_log``); producers, transactions and
+their snapshots its ``LogProducers`` (``log_producers``); validation of incoming batches lives in
+``validation``, opening after a crash in ``loader``, deleting old segments in ``retention``. All
+of it changes under the one lock of this log.
 
 The standalone engine is the only replica of each partition, so it is leader
 of epoch 0 and its high watermark follows the LEO (Kafka does the same for a
@@ -13,10 +14,7 @@ leader whose ISR is itself).
 
 from __future__ import annotations
 
-import bisect
 import copy
-import os
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from stratalog.common.files import fsync_dir
 from stratalog.common.config import LogConfig
 from stratalog.common.errors import (
     InvalidRecordError,
@@ -34,19 +31,12 @@ from stratalog.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from stratalog.storage.leader_epoch import LeaderEpochCache
+from stratalog.storage.local_log import LocalLog
+from stratalog.storage.log_producers import LogProducers
 from stratalog.storage.log_dir_failure import LogDirFailureChannel
-from stratalog.storage.producer_snapshot import delete_producer_snapshots, write_producer_snapshot
-from stratalog.storage.producer_state import BatchMetadata, ProducerStates, feed_batch, last_sequence
-from stratalog.common.crash_points import crash_point
-from stratalog.common.names import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    SEGMENT_FILE_SUFFIXES,
-    SWAP_SUFFIX,
-    TopicPartition,
-)
+from stratalog.storage.producer_state import BatchMetadata, ProducerStates, last_sequence
+from stratalog.common.names import TopicPartition
 from stratalog.records import (
-    LOG_OVERHEAD,
     MAGIC_OFFSET,
     BatchInfo,
     Record,
@@ -55,15 +45,13 @@ from stratalog.records import (
     iter_batch_infos,
     parse_header,
     parse_legacy_entry,
-    producer_batches_natively,
     validate_batch,
 )
-from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT, V2_HEADER_SIZE
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET
 from stratalog.records.transactions import AbortedTransaction, TransactionState
-from stratalog.storage.file_records import SCAN_CHUNK, FileRecords
 from stratalog.storage.file_region import FileRegion
 from stratalog.storage.isolation import FetchIsolation
-from stratalog.storage.segment import LogSegment, RollParams, SegmentSlice
+from stratalog.storage.segment import LogSegment, RollParams
 from stratalog.storage.validation import ValidatedBatch, validate_leader_batch
 
 Clock = Callable[[], int]
@@ -75,7 +63,6 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 DEFAULT_LEADER_EPOCH = 0
-_PRODUCERS_PYTHON, _PRODUCERS_END = 1, 2   # why the native producer-batch walk stopped (see _feed_transactions)
 INLINE_APPEND_MAX_BYTES = 1 << 20   # the largest batch an event loop validates and appends itself
 COMPRESSION_BITS = 0x07             # of the low byte of a v2 batch's attributes
 
@@ -155,97 +142,74 @@ class Log:
         failure_channel: LogDirFailureChannel | None = None,
         producer_snapshots: Iterable[int] = (),
     ) -> None:
-        if not segments:
-            raise ValueError(f"{topic_partition}: a log needs at least one segment")
-        self.dir = directory
-        # The log directory this partition lives in: an I/O error here takes all of it offline.
-        self.log_dir = directory.parent
         self.failures = failure_channel if failure_channel is not None else LogDirFailureChannel()
         self.topic_partition = topic_partition
-        # Said by every append and read while the directory is healthy: formatted once.
-        self._name, self._appending = str(topic_partition), f"append to {topic_partition}"
+        # Said by every append while the directory is healthy: formatted once.
+        self._appending = f"append to {topic_partition}"
         self.config = config
         self.clock = clock
         self.leader_epoch = DEFAULT_LEADER_EPOCH
         self.epoch_cache = leader_epoch_cache
-        self._segments: dict[int, LogSegment] = {s.base_offset: s for s in segments}
-        self._bases: list[int] = sorted(self._segments)
         self.lock = threading.RLock()
+        # The segments, the log end and the recovery point: changed only under ``lock``.
+        self.local = LocalLog(directory, topic_partition, config, segments, recovery_point=recovery_point,
+                              clock=clock, failures=self.failures, lock=self.lock)
         # Held by retention and the cleaner (never both at once on one log); appends and
         # reads only take ``lock``, so they go on while a pass works.
         self.maintenance_lock = threading.RLock()
         self.log_start_offset = log_start_offset
-        self.recovery_point = recovery_point
         self.high_watermark = self.log_end_offset
         # A log that is its partition's only replica: the high watermark follows the log end.
         # Replication (stratalog.broker.partition) turns this off and moves it by the ISR's LEOs.
         self.hw_follows_leo = True
-        self.last_flush_ms = clock()
-        self._unflushed_new_segment = False
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self.closed = False
-        # Open and aborted transactions, scanned from the batches on first need (``transactions``).
-        self._transactions: TransactionState | None = None
-        self._producers: ProducerStates | None = None   # built with _transactions, by the same scan
-        self._transactions_scan = threading.Lock()
-        self._truncations = 0   # a scan that a truncation overtook starts again
-        # The offsets of this partition's producer ``.snapshot`` files, sorted (written for Kafka).
-        self._snapshots: list[int] = sorted(producer_snapshots)
+        # Producers and open and aborted transactions, scanned from the batches on first need.
+        self.producer_state = LogProducers(self.local, producer_snapshots)
 
     def __repr__(self) -> str:
-        return f"Log({self.topic_partition}, segments={len(self._bases)}, LEO={self.log_end_offset})"
+        return f"Log({self.topic_partition}, segments={self.local.segment_count}, LEO={self.log_end_offset})"
 
-    # -- segments ---------------------------------------------------------------------------
+    # -- the segments (LocalLog's) ------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self.local.dir
+
+    @property
+    def log_dir(self) -> Path:
+        return self.local.log_dir
+
+    @property
+    def recovery_point(self) -> int:
+        return self.local.recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self.local.last_flush_ms
+
+    @property
+    def closed(self) -> bool:
+        return self.local.closed
+
     @property
     def segments(self) -> list[LogSegment]:
-        with self.lock:
-            return [self._segments[b] for b in self._bases]
+        return self.local.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[self._bases[-1]]
+        return self.local.active_segment
 
     def floor_segment(self, offset: int) -> LogSegment | None:
-        index = bisect.bisect_right(self._bases, offset) - 1
-        return self._segments[self._bases[index]] if index >= 0 else None
+        return self.local.floor_segment(offset)
 
     def segments_from(self, offset: int) -> Iterator[LogSegment]:
-        with self.lock:
-            bases = list(self._bases)
-        start = max(0, bisect.bisect_right(bases, offset) - 1)
-        for base in bases[start:]:
-            segment = self._segments.get(base)
-            if segment is not None:
-                yield segment
+        return self.local.segments_from(offset)
 
     @property
     def log_end_offset(self) -> int:
-        return self.active_segment.next_offset()
+        return self.local.active_segment.next_offset()
 
     @property
     def size(self) -> int:
-        return sum(s.size for s in self.segments)
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        config = self.config
-        jitter = 0
-        if config.segment_jitter_ms > 0:
-            jitter = random.randrange(min(config.segment_jitter_ms, config.segment_ms))
-        # Leftovers of an earlier incarnation of this base offset; exact names, because
-        # listing a directory of thousands of segments on every roll is quadratic.
-        # (.snapshot files are Kafka's producer state: left alone, as Kafka's roll does.)
-        for kind in SEGMENT_FILE_SUFFIXES:
-            for state in ("", CLEANED_SUFFIX, SWAP_SUFFIX):
-                (self.dir / f"{base_offset:020d}{kind}{state}").unlink(missing_ok=True)
-        return LogSegment(
-            self.dir, base_offset,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes,
-            create=True,
-            preallocate_bytes=config.segment_bytes if config.preallocate else 0,
-            roll_jitter_ms=jitter,
-            now_ms=self.clock(),
-        )
+        return self.local.size
 
     # -- append -----------------------------------------------------------------------------
     def append(self, batch: bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
@@ -285,7 +249,7 @@ class Log:
         """
         if prepared.log is not self:
             raise ValueError(f"{self.topic_partition}: batches prepared for {prepared.log.topic_partition}")
-        if self._producers is None and any(v.producer_id >= 0 for v in prepared.validated):
+        if self.producer_state.producers is None and any(v.producer_id >= 0 for v in prepared.validated):
             self.transactions()   # the scan that finds the producers' state, before the lock
         with self.lock:
             self._check_open()
@@ -307,10 +271,10 @@ class Log:
         among them refuses them all before the first is written (all or none)."""
         if not any(v.producer_id >= 0 and v.base_sequence >= 0 for v in validated):
             return
-        if self._producers is None:
-            self._scan_transactions(under_lock=True)
-        assert self._producers is not None
-        trial = copy.deepcopy(self._producers)
+        if self.producer_state.producers is None:
+            self.producer_state.scan(self._log_start_offset, under_lock=True)
+        assert self.producer_state.producers is not None
+        trial = copy.deepcopy(self.producer_state.producers)
         offset = self.log_end_offset
         for v in validated:
             if v.producer_id >= 0 and v.base_sequence >= 0:
@@ -377,7 +341,7 @@ class Log:
         """
         data = validated.data
         if validated.producer_id >= 0 and validated.base_sequence >= 0:
-            if inline and self._producers is None:
+            if inline and self.producer_state.producers is None:
                 return None   # the producers' state needs its scan first
             repeated = self._idempotence_check(validated)
             if repeated is not None:   # a producer's retry: the offsets it got the first time, nothing written
@@ -395,9 +359,10 @@ class Log:
             segment = self.roll()
         segment.append_leader_batch(first_offset, self.leader_epoch, last_offset, validated.max_timestamp, data)
         self.epoch_cache.assign(self.leader_epoch, first_offset)
-        if self._producers is not None:   # a producer's batch is neither transactional nor a marker
-            self._producers.on_batch(validated.producer_id, validated.producer_epoch, validated.base_sequence,
-                                     validated.last_offset_delta, first_offset, validated.max_timestamp)
+        producers = self.producer_state.producers
+        if producers is not None:   # a producer's batch is neither transactional nor a marker
+            producers.on_batch(validated.producer_id, validated.producer_epoch, validated.base_sequence,
+                               validated.last_offset_delta, first_offset, validated.max_timestamp)
         if self.hw_follows_leo:
             self.high_watermark = last_offset + 1
         if self._flush_due(last_offset):   # after a roll, whose flush moved the recovery point
@@ -414,19 +379,13 @@ class Log:
         of order or fenced. Against the log's producers (or ``producers``, a trial copy). Under the
         log's lock."""
         if producers is None:
-            if self._producers is None:   # rare: a truncation since append_prepared's scan
-                self._scan_transactions(under_lock=True)
-            assert self._producers is not None
-            producers = self._producers
+            if self.producer_state.producers is None:   # rare: a truncation since append_prepared's scan
+                self.producer_state.scan(self._log_start_offset, under_lock=True)
+            assert self.producer_state.producers is not None
+            producers = self.producer_state.producers
         last_seq = last_sequence(validated.base_sequence, validated.last_offset_delta)
         return producers.check(validated.producer_id, validated.producer_epoch, validated.base_sequence,
                                last_seq, self._appending)
-
-    def _on_batch_written(self, batch: bytes | bytearray) -> None:
-        if self._transactions is not None:
-            self._transactions.on_batch(batch)
-        if self._producers is not None:
-            feed_batch(self._producers, batch)
 
     def append_raw(self, data: bytes) -> None:
         """Append batches that already carry their offsets (recovery tests, follower-style copies)."""
@@ -441,7 +400,7 @@ class Log:
                 segment = self._maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
                                            first_offset=info.base_offset)
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
-                self._on_batch_written(batch)
+                self.producer_state.on_batch_written(batch)
             if self.hw_follows_leo:
                 self.high_watermark = self.log_end_offset
 
@@ -477,7 +436,7 @@ class Log:
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
                 if info.magic >= 2:
                     self.epoch_cache.assign(parse_header(batch).partition_leader_epoch, info.base_offset)
-                self._on_batch_written(batch)
+                self.producer_state.on_batch_written(batch)
             if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
                 self.flush()   # flush.messages holds for a follower's copy too
             return self.log_end_offset
@@ -501,40 +460,11 @@ class Log:
         with self.lock, self.failures.guard(self.log_dir, f"roll of {self.topic_partition}"):
             self._check_open()
             new_offset = max(expected_next_offset or 0, self.log_end_offset)
-            active = self.active_segment
-            if active.base_offset == new_offset and active.size == 0:
-                return active  # an empty active segment already starts there
-            active.on_become_inactive()
-            segment = self._new_segment(new_offset)
-            self._segments[new_offset] = segment
-            self._bases.append(new_offset)
-            self._unflushed_new_segment = True
-            # Kafka flushes the rolled segments asynchronously; synchronously here keeps the
-            # recovery point honest without a background thread.
-            self.flush(new_offset)
-            self._take_producer_snapshot(new_offset)
+            segment = self.local.roll(new_offset)
+            if segment is None:
+                return self.active_segment  # an empty active segment already starts there
+            self.producer_state.take_snapshot(new_offset)
             return segment
-
-    def _take_producer_snapshot(self, offset: int) -> None:
-        """Kafka's ``takeSnapshot`` at ``offset`` (the log end), under the lock: only when the producers'
-        state is known (its scan is not worth stalling a roll or a shutdown for; Kafka, finding no
-        snapshot here, starts from an older one or from the log) and newer than the last snapshot."""
-        if self._producers is None or self._transactions is None:
-            return
-        if self._snapshots and offset <= self._snapshots[-1]:
-            return
-        write_producer_snapshot(self.dir, offset, self._producers.snapshot_entries(self._transactions.ongoing))
-        self._snapshots.append(offset)
-
-    def _delete_producer_snapshots(self, doomed: Callable[[int], bool], *, durably: bool = False) -> None:
-        """``durably``: a truncation's, fsynced, so that no snapshot of the log above the cut comes back
-        after a power loss to describe the different log appended there since."""
-        gone = [offset for offset in self._snapshots if doomed(offset)]
-        if gone:
-            self._snapshots = [offset for offset in self._snapshots if not doomed(offset)]
-            delete_producer_snapshots(self.dir, gone)
-            if durably:
-                fsync_dir(self.dir)
 
     # -- read -------------------------------------------------------------------------------
     def read(self, start_offset: int, max_bytes: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
@@ -575,7 +505,8 @@ class Log:
         committed = isolation is FetchIsolation.TXN_COMMITTED
         while True:
             if committed:
-                transactions = self.transactions() if blocking else self._transactions   # a first scan runs unlocked
+                # a first scan runs unlocked
+                transactions = self.transactions() if blocking else self.producer_state.transactions
                 if transactions is None:
                     return None
             else:
@@ -584,7 +515,7 @@ class Log:
                 return None
             try:
                 self._check_open()
-                if transactions is not self._transactions and committed:
+                if transactions is not self.producer_state.transactions and committed:
                     continue   # truncated since: scan again
                 leo, hw, start = self.log_end_offset, self.high_watermark, self.log_start_offset
                 lso = self._last_stable_offset(transactions) if transactions is not None else -1
@@ -603,75 +534,25 @@ class Log:
             )
         if start_offset >= max_offset or max_bytes <= 0:
             return FetchInfo(start_offset, b"", hw, start, leo, last_stable_offset=lso, aborted_transactions=aborted)
-        for segment in self.segments_from(start_offset):
-            max_position = active_size if segment is active else None
-            if max_offset < segment.next_offset():
-                bound = segment.translate_offset(max_offset)
-                max_position = bound.position if bound is not None else max_position
-            piece: SegmentSlice | None = segment.read(start_offset, max_bytes, max_position=max_position,
-                                                      min_one_message=min_one_message, zero_copy=zero_copy)
-            if piece is not None and (piece.data or piece.region is not None):
-                return FetchInfo(start_offset, piece.data, hw, start, leo, piece.first_entry_incomplete, lso, aborted,
-                                 piece.region, piece.start_batch)
+        piece = self.local.read(start_offset, max_bytes, max_offset, active, active_size,
+                                min_one_message=min_one_message, zero_copy=zero_copy)
+        if piece is not None:
+            return FetchInfo(start_offset, piece.data, hw, start, leo, piece.first_entry_incomplete, lso, aborted,
+                             piece.region, piece.start_batch)
         return FetchInfo(start_offset, b"", hw, start, leo, last_stable_offset=lso, aborted_transactions=aborted)
 
     # -- transactions: the last stable offset ------------------------------------------------
     def transactions(self) -> TransactionState:
-        """The log's open and aborted transactions: scanned from its batches' headers on first need,
-        then kept up to date by every append (Kafka reads them from producer snapshots and
-        ``.txnindex`` files; the engine writes the snapshots for Kafka but no ``.txnindex`` yet, so
-        its own scan covers the whole log)."""
-        if (state := self._transactions) is not None:
-            return state
-        with self._transactions_scan:   # one scan at a time
-            failures = 0
-            while (state := self._transactions) is None:
-                try:
-                    self._scan_transactions()
-                except (OSError, ValueError):
-                    # A segment the scan picked up went meanwhile (retention, the cleaner's swap): scan
-                    # the current ones again; a log closed meanwhile is an unknown partition.
-                    if self.closed:
-                        raise UnknownTopicOrPartitionError(
-                            f"{self.topic_partition}: the log was closed during its transaction scan") from None
-                    failures += 1
-                    if failures == 3:
-                        raise
-            return state
+        """The log's open and aborted transactions, scanned on first need (``LogProducers``)."""
+        return self.producer_state.state(self._log_start_offset)
 
-    def _scan_transactions(self, *, under_lock: bool = False) -> None:
-        # The scan reads every batch, so it runs outside the log's lock and appends go on; what they
-        # added meanwhile is fed under the lock. A truncation meanwhile makes the scan start over.
-        # The producers' state (idempotence) comes from the same scan. ``under_lock``: the caller
-        # holds the lock (an append found the state gone), so it scans everything at once.
-        state, producers = TransactionState(), ProducerStates()
-        if under_lock:
-            _feed_transactions(state, producers, self.segments, 0, None)
-            state.forget_below(self.log_start_offset)
-            self._transactions, self._producers = state, producers
-            return
-        with self.lock:
-            self._check_open()
-            truncations, end, segments = self._truncations, self.log_end_offset, self.segments
-        _feed_transactions(state, producers, segments, 0, end)
-        with self.lock:
-            self._check_open()
-            if truncations == self._truncations:
-                _feed_transactions(state, producers, list(self.segments_from(end)), end, None)
-                state.forget_below(self.log_start_offset)
-                self._transactions, self._producers = state, producers
+    def _log_start_offset(self) -> int:
+        return self.log_start_offset
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget the producers ``producer.id.expiration.ms`` has passed (none before the producers' scan)."""
         with self.lock:
-            if self._producers is None or self._transactions is None:
-                return 0
-            return len(self._producers.remove_expired(now_ms, expiration_ms, self._transactions.ongoing))
-
-    def _forget_transactions(self) -> None:
-        self._transactions = None
-        self._producers = None
-        self._truncations += 1
+            return self.producer_state.remove_expired(now_ms, expiration_ms)
 
     def _last_stable_offset(self, transactions: TransactionState) -> int:
         first_unstable = transactions.first_unstable_offset(self.high_watermark)
@@ -685,7 +566,7 @@ class Log:
         while True:
             transactions = self.transactions()
             with self.lock:
-                if transactions is self._transactions:
+                if transactions is self.producer_state.transactions:
                     return self._last_stable_offset(transactions)
 
     def read_records(self, start_offset: int, max_records: int | None = None, *,
@@ -762,18 +643,7 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``), then move the recovery point."""
         with self.lock, self.failures.guard(self.log_dir, f"flush of {self.topic_partition}"):
-            target = self.log_end_offset if offset is None else offset
-            if target <= self.recovery_point:
-                return
-            for segment in self.segments_from(self.recovery_point):
-                if segment.base_offset >= target:
-                    break
-                segment.flush()
-            if self._unflushed_new_segment:
-                fsync_dir(self.dir)
-                self._unflushed_new_segment = False
-            self.recovery_point = target
-            self.last_flush_ms = self.clock()
+            self.local.flush(self.log_end_offset if offset is None else offset)
 
     def unflushed_messages(self) -> int:
         return self.log_end_offset - self.recovery_point
@@ -788,39 +658,29 @@ class Log:
             if target >= self.log_end_offset:
                 self.epoch_cache.truncate_from_end(target)
                 return False
-            if target < self._bases[0]:
+            if target < self.local.first_base_offset:
                 self.truncate_fully_and_start_at(target)
                 return True
-            self._forget_transactions()
-            doomed = [self._segments[b] for b in self._bases if b > target]
-            self._remove_segments(doomed)
-            active = self.active_segment
-            active.truncate_to(target)
-            active.resize_indexes_to_max()
+            self.producer_state.forget()
             # The batch holding the target goes whole, so the log may now end below the target:
             # every watermark is clamped to the real end, not to the target (Kafka clamps the
             # start offset to the target, which can leave it past the end).
+            self.local.truncate_to(target)   # the segments it removed all start above the new end
             end = self.log_end_offset
             self.epoch_cache.truncate_from_end(end)
-            self._delete_producer_snapshots(lambda offset: offset > end, durably=True)
+            self.producer_state.delete_snapshots(lambda offset: offset > end, durably=True)
             self.log_start_offset = min(self.log_start_offset, end)
-            self.recovery_point = min(self.recovery_point, end)
             self.high_watermark = min(self.high_watermark, end)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self.lock, self.failures.guard(self.log_dir, f"truncation of {self.topic_partition}"):
             self._check_open()
-            self._forget_transactions()
-            doomed = self.segments
-            self._remove_segments(doomed)
-            segment = self._new_segment(offset)
-            self._segments[offset] = segment
-            self._bases = [offset]
+            self.producer_state.forget()
+            self.local.start_at(offset)
             self.epoch_cache.clear()
-            self._delete_producer_snapshots(lambda _: True, durably=True)
+            self.producer_state.delete_snapshots(lambda _: True, durably=True)
             self.log_start_offset = offset
-            self.recovery_point = offset
             self.high_watermark = offset
 
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
@@ -836,40 +696,15 @@ class Log:
                 return False
             self.log_start_offset = new_start
             self.epoch_cache.truncate_from_start(new_start)
-            if self._transactions is not None:
-                self._transactions.forget_below(new_start)
+            self.producer_state.forget_below(new_start)
             return True
 
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
-        """Swap a ``.cleaned`` segment in for the segments it replaces, crash-safely (Kafka's ``replaceSegments``).
-
-        1. ``.cleaned`` → ``.swap`` for every file of the new segment: from here a
-           crash completes the swap on load; before the last rename it aborts it.
-        2. The old segments leave the map and are renamed ``.deleted``.
-        3. ``.swap`` → final name, then the directory is fsynced.
-        """
+        """Swap a ``.cleaned`` segment in for the segments it replaces, crash-safely (``LocalLog.replace_segments``,
+        Kafka's ``replaceSegments``); the replaced segments' producer snapshots go with them, as in Kafka."""
         with self.lock, self.failures.guard(self.log_dir, f"segment swap of {self.topic_partition}"):
             self._check_open()
-            crash_point("swap.begin")
-            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX, crash_point_after_each="swap.renamed_to_swap")
-            due = self.clock() + self.config.file_delete_delay_ms
-            replaced = set()
-            for segment in sorted(old, key=lambda s: s.base_offset):
-                if self._segments.get(segment.base_offset) is not segment:
-                    continue  # already gone (retention or truncation since the pass began)
-                replaced.add(segment.base_offset)
-                del self._segments[segment.base_offset]
-                self._bases.remove(segment.base_offset)
-                self._pending_deletes.append((due, segment))  # before the rename: closed even if it fails
-                segment.change_suffix("", DELETED_SUFFIX)
-                crash_point("swap.old_deleted")
-            new.change_suffix(SWAP_SUFFIX, "")
-            crash_point("swap.renamed_to_final")
-            replaced.discard(new.base_offset)
-            self._delete_producer_snapshots(replaced.__contains__)   # as Kafka's replaceSegments
-            self._segments[new.base_offset] = new
-            bisect.insort(self._bases, new.base_offset)
-            fsync_dir(self.dir)
+            self.producer_state.delete_snapshots(self.local.replace_segments(new, old).__contains__)
 
     def advance_log_start_offset(self, offset: int) -> None:
         """After segments went: the start moves up to ``offset``, never past the high watermark."""
@@ -878,35 +713,19 @@ class Log:
             if new_start > self.log_start_offset:
                 self.log_start_offset = new_start
                 self.epoch_cache.truncate_from_start(new_start)
-                if self._transactions is not None:
-                    self._transactions.forget_below(new_start)
+                self.producer_state.forget_below(new_start)
 
     def remove_segments(self, segments: list[LogSegment]) -> None:
         """Take segments out of the log and rename their files ``.deleted`` (removed after a delay)."""
         with self.lock, self.failures.guard(self.log_dir, f"segment deletion in {self.topic_partition}"):
-            self._remove_segments(segments)
-
-    def _remove_segments(self, segments: list[LogSegment]) -> None:
-        # Files are renamed at once but stay open until physically deleted, so a reader
-        # that picked the segment up a moment ago still reads the bytes it expects.
-        due = self.clock() + self.config.file_delete_delay_ms
-        removed = set()
-        for segment in segments:
-            if self._segments.pop(segment.base_offset, None) is None:
-                continue
-            self._bases.remove(segment.base_offset)
-            self._pending_deletes.append((due, segment))  # before the rename: closed even if it fails
-            segment.change_suffix("", DELETED_SUFFIX)
-            removed.add(segment.base_offset)
-        # A snapshot goes with the segment starting at its offset (Kafka's deleteProducerSnapshots).
-        self._delete_producer_snapshots(removed.__contains__)
+            # A snapshot goes with the segment starting at its offset (Kafka's deleteProducerSnapshots).
+            self.producer_state.delete_snapshots(self.local.remove_segments(segments).__contains__)
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """Physically remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
         now = self.clock() if now_ms is None else now_ms
         with self.lock:
-            due = [segment for when, segment in self._pending_deletes if when <= now]
-            self._pending_deletes = [(w, s) for w, s in self._pending_deletes if w > now]
+            due = self.local.expired_deletions(now)
         if due:
             with self.failures.guard(self.log_dir, f"file deletion in {self.topic_partition}"):
                 for segment in due:
@@ -916,16 +735,14 @@ class Log:
     # -- lifecycle --------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
         with self.lock:
-            self.config = config
+            self.config = self.local.config = config
 
     def _check_open(self) -> None:
-        if self.closed:
-            raise UnknownTopicOrPartitionError(f"{self.topic_partition}: the log is closed")
-        self.failures.check(self.log_dir, self._name)
+        self.local.check_open()
 
     @property
     def offline(self) -> bool:
-        return self.failures.is_offline(self.log_dir)
+        return self.local.offline
 
     def flush_for_shutdown(self) -> None:
         """fsync the ``.log`` files past the recovery point, even in an offline directory.
@@ -935,8 +752,7 @@ class Log:
         written to. Indexes are left alone; recovery rebuilds them. OSError is the caller's.
         """
         with self.lock:
-            for segment in self.segments_from(self.recovery_point):
-                segment.log.flush()
+            self.local.flush_for_shutdown()
 
     def close(self) -> None:
         """Close every segment; in an offline directory only release the descriptors (no trims).
@@ -950,25 +766,15 @@ class Log:
             failed: OSError | None = None
             if not offline:
                 try:
-                    self._take_producer_snapshot(self.log_end_offset)   # Kafka's snapshot at shutdown
+                    self.producer_state.take_snapshot(self.log_end_offset)   # Kafka's snapshot at shutdown
                 except OSError as error:
                     failed = error
-            for segment in self.segments:
-                try:
-                    segment.close_files() if offline else segment.close()
-                except OSError as error:
-                    failed = failed or error
-            for _, segment in self._pending_deletes:
-                segment.close_files()
-            self.closed = True
-            if failed is not None:
-                raise failed
+            self.local.close(offline=offline, failed=failed)
 
     def rename_dir(self, new_dir: Path) -> None:
         """Move the partition directory (deletion); the log must be closed first."""
         with self.lock, self.failures.guard(self.log_dir, f"deletion of {self.topic_partition}"):
-            os.replace(self.dir, new_dir)
-            self.dir = new_dir
+            self.local.rename_dir(new_dir)
             self.epoch_cache.rebind(new_dir)
 
 
@@ -978,52 +784,6 @@ def _decode_with_type(info: BatchInfo, batch: bytes, source: str) -> tuple[Times
     else:
         timestamp_type = parse_legacy_entry(batch, verify_crc=False).timestamp_type
     return timestamp_type, decode_any(batch, 0, source=source)[1]
-
-
-def _feed_transactions(state: TransactionState, producers: ProducerStates, segments: list[LogSegment], start: int,
-                       end: int | None) -> None:
-    """Feed the states the batches of ``segments`` from ``start`` to ``end`` (None: to their end).
-    Headers are all they need, but of a control batch (a transaction marker) its record too. Only
-    batches a producer wrote change them: with the native kernel the others are stepped over a
-    chunk of the file at a time, unless batches are so large that reading headers alone is less."""
-    for segment in segments:
-        records = segment.log
-        position, limit = 0, records.size
-        while position < limit:
-            chunk = records.read(position, min(SCAN_CHUNK, limit - position))
-            found = producer_batches_natively(chunk, 0, limit - position, start, end)
-            if found is None:
-                break
-            positions, consumed, batches, stop = found
-            for relative in positions:
-                _feed_batch(state, producers, records, position + relative, chunk[relative : relative + V2_HEADER_SIZE])
-            position += consumed
-            if stop == _PRODUCERS_END:
-                return
-            if stop == _PRODUCERS_PYTHON or (batches and consumed // batches > SCAN_CHUNK // 16):
-                break
-        if not _feed_from_headers(state, producers, records, position, start, end):
-            return
-
-
-def _feed_from_headers(state: TransactionState, producers: ProducerStates, records: FileRecords, position: int,
-                       start: int, end: int | None) -> bool:
-    """The scan's walk from ``position`` over headers read alone; False once it reached ``end``."""
-    for info, head in records.batch_headers(position):
-        if end is not None and info.base_offset >= end:
-            return False
-        if info.last_offset >= start:
-            _feed_batch(state, producers, records, info.position, head)
-    return True
-
-
-def _feed_batch(state: TransactionState, producers: ProducerStates, records: FileRecords, position: int,
-                head: bytes) -> None:
-    data = head
-    if head[MAGIC_OFFSET] >= 2 and head[ATTRIBUTES_OFFSET + 1] & CONTROL_BIT:
-        data = records.read(position, int.from_bytes(head[8:12], "big", signed=True) + LOG_OVERHEAD)
-    state.on_batch(data)
-    feed_batch(producers, data)
 
 
 def _split_batches(data: bytes) -> Iterator[tuple[BatchInfo, bytes]]:
