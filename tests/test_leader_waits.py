@@ -58,6 +58,19 @@ def test_a_produce_that_gave_up_is_dropped_when_the_high_watermark_passes_it():
     assert asyncio.run(run()) == (True, True, False)
 
 
+def test_a_produce_that_stops_waiting_leaves_the_purgatory_at_once():
+    async def run() -> tuple[bool, bool, bool]:
+        waiters = DelayedProduces()
+        staying, leaving = waiters.watch(TP, 4), waiters.watch(TP, 2)
+        waiters.discard(TP, leaving)
+        waiters.complete_below(TP, 3)            # would have completed the one that left
+        still_listed = waiters.awaited(TP)
+        waiters.discard(TP, staying)
+        return leaving.done(), still_listed, waiters.awaited(TP)
+
+    assert asyncio.run(run()) == (False, True, False)
+
+
 def test_shutdown_wakes_the_produces_of_every_partition():
     async def run() -> list[bool]:
         waiters = DelayedProduces()
@@ -130,5 +143,6 @@ def test_an_acks_all_produce_that_no_follower_acknowledges_times_out_after_the_r
 
     try:
         assert asyncio.run(run()) >= 0.2
+        assert not broker.delayed_produces.awaited(TP)   # the produce that gave up is no longer listed
     finally:
         replicas.stop()

@@ -34,8 +34,8 @@ class DelayedProduces:
         return future
 
     async def wait(self, future: asyncio.Future[None], timeout_s: float) -> bool:
-        """Wait for ``future`` (from ``watch``) at most ``timeout_s``; True if it completed. A
-        future given up on stays in the heap, cancelled, until the high watermark or news clears it."""
+        """Wait for ``future`` (from ``watch``) at most ``timeout_s``; True if it completed. A future
+        given up on stays in the heap, cancelled, until ``discard``, the high watermark or news clears it."""
         try:
             async with asyncio.timeout(timeout_s):
                 await future
@@ -54,6 +54,20 @@ class DelayedProduces:
             return
         while heap and heap[0][0] < high_watermark:
             _complete(heapq.heappop(heap)[2])
+        if not heap:
+            del self._waiting[tp]
+
+    def discard(self, tp: TopicPartition, future: asyncio.Future[None]) -> None:
+        """A produce no longer waits on ``future`` (it was complete at its check, gave up, or failed)."""
+        heap = self._waiting.get(tp)
+        if heap is None:
+            return
+        for i, entry in enumerate(heap):
+            if entry[2] is future:
+                heap[i] = heap[-1]
+                heap.pop()
+                heapq.heapify(heap)
+                break
         if not heap:
             del self._waiting[tp]
 

@@ -160,8 +160,8 @@ class ReplicaManager:
                 leader_epoch=state.leader_epoch if state is not None else None)
         return partition
 
-    def _appended(self, tp: TopicPartition) -> None:
-        """Wake the fetches waiting for data of ``tp``: consumers and followers."""
+    def _wake_fetches(self, tp: TopicPartition) -> None:
+        """Wake the fetches waiting on ``tp``, consumers' and followers': an append, or its deletion."""
         self.signals.notify(tp)
         self.replica_signals.notify(tp)
 
@@ -190,7 +190,7 @@ class ReplicaManager:
         result = try_append_to_log(log, batches, acks, now_ms)   # on the loop when it need not block
         if result is None:
             result = await self.run(append_to_log, log, batches, acks, now_ms)
-        self._appended(tp)
+        self._wake_fetches(tp)
         return result
 
     async def _append_replicated(self, partition: Partition, batches: Sequence[bytes | bytearray],
@@ -211,7 +211,7 @@ class ReplicaManager:
             result, epoch = ProduceResult.of(inline[0], partition.log.log_start_offset), inline[1]
         else:
             result, epoch = await self.run(append)
-        self._appended(tp)
+        self._wake_fetches(tp)
         if acks is Acks.ALL:
             await self._await_high_watermark(partition, result.last_offset, epoch)
         return result
@@ -223,23 +223,19 @@ class ReplicaManager:
         timeout_ms = self.engine.config.request_timeout_ms
         deadline = loop.time() + timeout_ms / 1000
         while True:
-            # Registered before the check: a move in between still wakes it.
-            woken = self.delayed_produces.watch(tp, last_offset)
+            woken = self.delayed_produces.watch(tp, last_offset)   # before the check: a move in between wakes it
             try:
-                complete = partition.acks_all_complete(last_offset, epoch)
-            except BaseException:
-                woken.cancel()   # not waited on: the heap drops it at the next move or news
-                raise
-            if complete:
-                woken.cancel()
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0 or self.shutting_down:
-                woken.cancel()
-                raise RequestTimedOutError(
-                    f"produce to {tp}: the in-sync replicas did not all have offset {last_offset} within "
-                    f"request.timeout.ms={timeout_ms}; the batch is in the leader's log and may still commit")
-            await self.delayed_produces.wait(woken, remaining)
+                if partition.acks_all_complete(last_offset, epoch):
+                    return
+                remaining = deadline - loop.time()
+                if remaining <= 0 or self.shutting_down:
+                    raise RequestTimedOutError(
+                        f"produce to {tp}: the in-sync replicas did not all have offset {last_offset} within "
+                        f"request.timeout.ms={timeout_ms}; the batch is in the leader's log and may still commit")
+                await self.delayed_produces.wait(woken, remaining)
+            finally:
+                if not woken.done() or woken.cancelled():   # not taken out by a move or news: still listed
+                    self.delayed_produces.discard(tp, woken)
 
     async def append_to_partitions(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
                                    now_ms: int) -> dict[int, ProduceResult]:
@@ -251,7 +247,7 @@ class ReplicaManager:
         results = await self.run(append_to_logs, logs, acks, now_ms)
         out = {}
         for log, result in results.items():
-            self._appended(log.topic_partition)
+            self._wake_fetches(log.topic_partition)
             out[log.topic_partition.partition] = result
         return out
 
@@ -502,7 +498,7 @@ class ReplicaManager:
 
         partitions, renamed = await self.run(run)
         for partition in partitions:
-            self._appended(TopicPartition(topic, partition))
+            self._wake_fetches(TopicPartition(topic, partition))
         return partitions, renamed
 
     # -- shutdown -------------------------------------------------------------------------------
