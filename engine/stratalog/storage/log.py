@@ -146,7 +146,6 @@ class Log:
         self.topic_partition = topic_partition
         # Said by every append while the directory is healthy: formatted once.
         self._appending = f"append to {topic_partition}"
-        self.config = config
         self.clock = clock
         self.leader_epoch = DEFAULT_LEADER_EPOCH
         self.epoch_cache = leader_epoch_cache
@@ -169,6 +168,10 @@ class Log:
         return f"Log({self.topic_partition}, segments={self.local.segment_count}, LEO={self.log_end_offset})"
 
     # -- the segments (LocalLog's) ------------------------------------------------------------
+    @property
+    def config(self) -> LogConfig:
+        return self.local.config   # one reference for both halves: a roll sizes segments by it
+
     @property
     def dir(self) -> Path:
         return self.local.dir
@@ -735,7 +738,7 @@ class Log:
     # -- lifecycle --------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
         with self.lock:
-            self.config = self.local.config = config
+            self.local.config = config
 
     def _check_open(self) -> None:
         self.local.check_open()
