@@ -58,27 +58,34 @@ def test_a_produce_that_gave_up_is_dropped_when_the_high_watermark_passes_it():
     assert asyncio.run(run()) == (True, True, False)
 
 
-def test_a_produce_that_stops_waiting_leaves_the_purgatory_at_once():
-    async def run() -> tuple[bool, bool, bool]:
+def test_a_produce_that_stops_waiting_is_cancelled_and_never_completed_by_a_later_move():
+    async def run() -> tuple[bool, bool, bool, bool]:
         waiters = DelayedProduces()
         staying, leaving = waiters.watch(TP, 4), waiters.watch(TP, 2)
         waiters.discard(TP, leaving)
-        waiters.complete_below(TP, 3)            # would have completed the one that left
+        waiters.complete_below(TP, 3)            # passes the one that left: it stays cancelled
         still_listed = waiters.awaited(TP)
         waiters.discard(TP, staying)
-        return leaving.done(), still_listed, waiters.awaited(TP)
+        return leaving.cancelled(), staying.cancelled(), still_listed, waiters.awaited(TP)
 
-    assert asyncio.run(run()) == (False, True, False)
+    assert asyncio.run(run()) == (True, True, True, False)
 
 
-def test_shutdown_wakes_the_produces_of_every_partition():
+def test_produces_given_up_on_do_not_pile_up_while_the_high_watermark_stands_still():
+    """Followers gone: every produce times out above a high watermark that never moves. Each one
+    given up on is dropped in time (the heap is rebuilt once more than half are such), so that
+    nothing is left listed once all have gone."""
     async def run() -> list[bool]:
         waiters = DelayedProduces()
-        futures = [waiters.watch(TP, 7), waiters.watch(OTHER, 2)]
-        waiters.wake_all()
-        return [f.done() for f in futures] + [waiters.awaited(TP)]
+        futures = [waiters.watch(TP, 10 + i) for i in range(100)]
+        listed = []
+        for future in futures:
+            waiters.discard(TP, future)
+            listed.append(waiters.awaited(TP))
+        return listed
 
-    assert asyncio.run(run()) == [True, True, False]
+    listed = asyncio.run(run())
+    assert all(listed[:-1]) and not listed[-1]
 
 
 # -- on a real engine leading a partition whose followers are this test ---------------------------

@@ -4,8 +4,8 @@ Each waiting produce is kept under its partition with the last offset it appende
 move of the high watermark completes the produces it passed and wakes no other. With several
 requests in flight, waking every waiter on every move cost each of the others a task switch, a
 check and a new wait, on the leader's busiest thread. News that may end a wait in another way (a
-leadership change, the ISR, removal, shutdown) wakes all of the partition's waiters, which then
-check for themselves.
+leadership change, the ISR, removal) wakes all of the partition's waiters, which then check for
+themselves.
 
 Used only on the event loop's thread (``awaited`` excepted). A produce registers before it checks
 the high watermark, as a fetch takes its event before it reads: a move in between still wakes it.
@@ -26,6 +26,7 @@ class DelayedProduces:
     def __init__(self) -> None:
         self._waiting: dict[TopicPartition, list[_Waiter]] = {}
         self._arrivals = itertools.count()
+        self._discarded: dict[TopicPartition, int] = {}   # entries given up on since the last compaction
 
     def watch(self, tp: TopicPartition, last_offset: int) -> asyncio.Future[None]:
         """A future that completes once the high watermark passes ``last_offset`` (or on news)."""
@@ -56,31 +57,35 @@ class DelayedProduces:
             _complete(heapq.heappop(heap)[2])
         if not heap:
             del self._waiting[tp]
+            self._discarded.pop(tp, None)
 
     def discard(self, tp: TopicPartition, future: asyncio.Future[None]) -> None:
-        """A produce no longer waits on ``future`` (it was complete at its check, gave up, or failed)."""
+        """A produce no longer waits on ``future`` (it was complete at its check, gave up, or failed).
+
+        Its entry is cancelled where it lies; a move of the high watermark past it drops it, and once
+        more than half of a partition's entries are such, the heap is rebuilt without them: a mass
+        timeout (followers gone) costs each produce O(1) on average, not a search of the heap."""
+        future.cancel()
         heap = self._waiting.get(tp)
         if heap is None:
             return
-        for i, entry in enumerate(heap):
-            if entry[2] is future:
-                heap[i] = heap[-1]
-                heap.pop()
-                heapq.heapify(heap)
-                break
-        if not heap:
+        discarded = self._discarded.get(tp, 0) + 1
+        if discarded * 2 <= len(heap):
+            self._discarded[tp] = discarded
+            return
+        self._discarded.pop(tp, None)
+        live = [entry for entry in heap if not entry[2].done()]
+        if live:
+            heapq.heapify(live)
+            self._waiting[tp] = live
+        else:
             del self._waiting[tp]
 
     def wake(self, tp: TopicPartition) -> None:
         """News for ``tp``: every produce waiting on it checks again."""
+        self._discarded.pop(tp, None)
         for _, _, future in self._waiting.pop(tp, ()):
             _complete(future)
-
-    def wake_all(self) -> None:
-        waiting, self._waiting = self._waiting, {}
-        for heap in waiting.values():
-            for _, _, future in heap:
-                _complete(future)
 
 
 def _complete(future: asyncio.Future[None]) -> None:

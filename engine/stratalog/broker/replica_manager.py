@@ -222,9 +222,9 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         timeout_ms = self.engine.config.request_timeout_ms
         deadline = loop.time() + timeout_ms / 1000
-        while True:
-            woken = self.delayed_produces.watch(tp, last_offset)   # before the check: a move in between wakes it
-            try:
+        woken = self.delayed_produces.watch(tp, last_offset)   # before the check: a move in between wakes it
+        try:
+            while True:
                 if partition.acks_all_complete(last_offset, epoch):
                     return
                 remaining = deadline - loop.time()
@@ -232,10 +232,13 @@ class ReplicaManager:
                     raise RequestTimedOutError(
                         f"produce to {tp}: the in-sync replicas did not all have offset {last_offset} within "
                         f"request.timeout.ms={timeout_ms}; the batch is in the leader's log and may still commit")
+                if woken.done():   # news that did not commit it: listed again before the next check
+                    woken = self.delayed_produces.watch(tp, last_offset)
+                    continue
                 await self.delayed_produces.wait(woken, remaining)
-            finally:
-                if not woken.done() or woken.cancelled():   # not taken out by a move or news: still listed
-                    self.delayed_produces.discard(tp, woken)
+        finally:
+            if not woken.done() or woken.cancelled():   # not taken out by a move or news: still listed
+                self.delayed_produces.discard(tp, woken)
 
     async def append_to_partitions(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
                                    now_ms: int) -> dict[int, ProduceResult]:
@@ -507,7 +510,9 @@ class ReplicaManager:
         self.shutting_down = True
         self.signals.notify_all()
         self.replica_signals.notify_all()
-        self.delayed_produces.wake_all()
+        # acks=all produces are left to finish: their followers may still acknowledge them while the
+        # engine drains, and an answer of "timed out" now would make producers without idempotence
+        # write them twice.
 
     def shutdown_pools(self) -> None:
         """Wait for every engine call already running (appends in flight finish), then stop the pools."""
