@@ -704,10 +704,11 @@ class Log:
 
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
         """Swap a ``.cleaned`` segment in for the segments it replaces, crash-safely (``LocalLog.replace_segments``,
-        Kafka's ``replaceSegments``); the replaced segments' producer snapshots go with them, as in Kafka."""
+        Kafka's ``replaceSegments``); the replaced segments' producer snapshots go with them, as in Kafka,
+        durably: the swap's own directory fsync comes before their deletion."""
         with self.lock, self.failures.guard(self.log_dir, f"segment swap of {self.topic_partition}"):
             self._check_open()
-            self.producer_state.delete_snapshots(self.local.replace_segments(new, old).__contains__)
+            self.producer_state.delete_snapshots(self.local.replace_segments(new, old).__contains__, durably=True)
 
     def advance_log_start_offset(self, offset: int) -> None:
         """After segments went: the start moves up to ``offset``, never past the high watermark."""
