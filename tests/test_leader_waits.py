@@ -153,3 +153,37 @@ def test_an_acks_all_produce_that_no_follower_acknowledges_times_out_after_the_r
         assert not broker.delayed_produces.awaited(TP)   # the produce that gave up is no longer listed
     finally:
         replicas.stop()
+
+
+def test_an_acks_all_produce_still_waiting_when_shutdown_began_says_so_at_its_next_wake_up(started_broker):
+    """Shutdown leaves waiting produces to finish (their followers may still acknowledge them); one that
+    news wakes meanwhile without committing it is refused naming the shutdown, not a timeout that did
+    not happen."""
+    broker = started_broker()
+    controller = InProcessController()
+    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
+                          clock=broker.engine.clock)
+    endpoints = {b: "http://127.0.0.1:9" for b in range(3)}
+
+    async def run() -> str:
+        broker.attach_replicas(replicas, asyncio.get_running_loop())
+        state = controller.create(TP, (0, 1, 2))
+        replicas.apply_state(TP, state, endpoints)
+        produce = asyncio.ensure_future(broker.append_records(TP, [one_record()], Acks.ALL, 0))
+        await asyncio.sleep(0.05)
+        broker.begin_shutdown()
+        await asyncio.sleep(0.05)
+        assert not produce.done()                            # shutdown alone does not answer it
+        replicas.apply_state(TP, controller.alter_partition(TP, 0, state.leader_epoch, (0, 1, 2),
+                                                            state.partition_epoch), endpoints)   # news
+        try:
+            await asyncio.wait_for(produce, 5)
+        except RequestTimedOutError as error:
+            return str(error)
+        raise AssertionError("the produce was acknowledged without its followers")
+
+    try:
+        message = asyncio.run(run())
+    finally:
+        replicas.stop()
+    assert "shut down" in message and "request.timeout.ms" not in message

@@ -229,9 +229,11 @@ class ReplicaManager:
                     return
                 remaining = deadline - loop.time()
                 if remaining <= 0 or self.shutting_down:
+                    why = "before this engine began to shut down" if self.shutting_down else \
+                        f"within request.timeout.ms={timeout_ms}"
                     raise RequestTimedOutError(
-                        f"produce to {tp}: the in-sync replicas did not all have offset {last_offset} within "
-                        f"request.timeout.ms={timeout_ms}; the batch is in the leader's log and may still commit")
+                        f"produce to {tp}: the in-sync replicas did not all have offset {last_offset} {why}; "
+                        "the batch is in the leader's log and may still commit")
                 if woken.done():   # news that did not commit it: listed again before the next check
                     woken = self.delayed_produces.watch(tp, last_offset)
                     continue
