@@ -15,8 +15,10 @@ concurrent clients, each on its own partition of one topic:
   for ``--seconds``; over the API a binary ``GET .../records`` (next offset
   from ``X-Next-Offset``), in the library ``Log.read``.
 
-The API side is a real ``stratalog serve`` subprocess on loopback driven by an
-aiohttp client (one asyncio task per client, keep-alive connections); the
+The API side is a real ``stratalog serve`` subprocess on loopback driven by
+``bench/http_wire.py``'s minimal HTTP/1.1 client (one asyncio task and keep-alive
+connection per client: what a client must do and no more, as Kafka's raw-frame
+driver in bench/compare.py); the
 library side runs one thread per client in this process, on a directory of its
 own. Latency is per request (per call for the library); the overhead ratio is
 library throughput / API throughput (and API p50 / library p50). On a small
@@ -50,6 +52,7 @@ from stratalog.storage.log import Log
 from stratalog.storage.log_manager import open_log_manager
 from stratalog.broker.topics import TopicAdmin
 
+from .http_wire import HttpWire
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, build_pool
 
 RECORD_BATCH = "application/vnd.kafka.record-batch"
@@ -223,53 +226,56 @@ async def until_ready(session: aiohttp.ClientSession, base: str, timeout_s: floa
 
 async def api(base: str, pid: int, clients: int, seconds: float, acks: str, fetch_bytes: int, pool: list[bytes]
               ) -> list[Figures]:
-    connector = aiohttp.TCPConnector(limit=clients * 2)
-    async with aiohttp.ClientSession(base, connector=connector) as session:
+    async with aiohttp.ClientSession(base) as session:
         await until_ready(session, base)
         async with session.post("/v1/topics", json={"name": TOPIC, "partitions": clients}) as reply:
             assert reply.status == 201, await reply.text()
+    conns = [await HttpWire.connect(base) for _ in range(clients)]
 
-        async def produce(partition: int, stop: asyncio.Event, out: list[tuple[float, int, int]]) -> None:
-            path = f"/v1/topics/{TOPIC}/partitions/{partition}/records"
-            headers = {"Content-Type": RECORD_BATCH}
-            i = partition
-            while not stop.is_set():
-                batch = pool[i % len(pool)]
-                started = time.perf_counter()
-                async with session.post(path, data=batch, headers=headers, params={"acks": acks}) as reply:
-                    body = await reply.json()
-                out.append((time.perf_counter() - started, len(batch), body["recordCount"]))
-                i += 1
+    async def produce(partition: int, stop: asyncio.Event, out: list[tuple[float, int, int]]) -> None:
+        target = f"/v1/topics/{TOPIC}/partitions/{partition}/records?acks={acks}"
+        i = partition
+        while not stop.is_set():
+            batch = pool[i % len(pool)]
+            started = time.perf_counter()
+            status, body = await conns[partition].json("POST", target, batch, RECORD_BATCH)
+            if status != 200:
+                raise RuntimeError(f"produce to {TOPIC}-{partition}: {status} {body}")
+            out.append((time.perf_counter() - started, len(batch), body["recordCount"]))
+            i += 1
 
-        async def fetch(partition: int, stop: asyncio.Event, out: list[tuple[float, int, int]]) -> None:
-            path = f"/v1/topics/{TOPIC}/partitions/{partition}/records"
-            offset = 0
-            while not stop.is_set():
-                started = time.perf_counter()
-                async with session.get(path, params={"offset": offset, "maxBytes": fetch_bytes},
-                                       headers={"Accept": RECORD_BATCH}) as reply:
-                    data = await reply.read()
-                    following = int(reply.headers["X-Next-Offset"])
-                    high = int(reply.headers["X-High-Watermark"])
-                out.append((time.perf_counter() - started, len(data),
-                            (following - offset) if following > offset else 0))
-                offset = following if following < high else 0
+    async def fetch(partition: int, stop: asyncio.Event, out: list[tuple[float, int, int]]) -> None:
+        path = f"/v1/topics/{TOPIC}/partitions/{partition}/records"
+        offset = 0
+        while not stop.is_set():
+            started = time.perf_counter()
+            status, headers, data = await conns[partition].request(
+                "GET", f"{path}?offset={offset}&maxBytes={fetch_bytes}", accept=RECORD_BATCH)
+            if status != 200:
+                raise RuntimeError(f"fetch {TOPIC}-{partition} at {offset}: {status} {data[:200]!r}")
+            following, high = int(headers["x-next-offset"]), int(headers["x-high-watermark"])
+            out.append((time.perf_counter() - started, len(data), (following - offset) if following > offset else 0))
+            offset = following if following < high else 0
 
-        async def run(operation: str) -> Figures:
-            stop = asyncio.Event()
-            results: list[list[tuple[float, int, int]]] = [[] for _ in range(clients)]
-            worker = produce if operation == "produce" else fetch
-            started, cpu = time.perf_counter(), _process_cpu(pid)
-            tasks = [asyncio.create_task(worker(p, stop, results[p])) for p in range(clients)]
-            await asyncio.sleep(seconds)
-            stop.set()
-            await asyncio.gather(*tasks)
-            elapsed = time.perf_counter() - started
-            flat = [x for r in results for x in r]
-            return _figures("api", operation, [x[0] for x in flat], elapsed, sum(x[1] for x in flat),
-                            sum(x[2] for x in flat), _process_cpu(pid) - cpu)
+    async def run(operation: str) -> Figures:
+        stop = asyncio.Event()
+        results: list[list[tuple[float, int, int]]] = [[] for _ in range(clients)]
+        worker = produce if operation == "produce" else fetch
+        started, cpu = time.perf_counter(), _process_cpu(pid)
+        tasks = [asyncio.create_task(worker(p, stop, results[p])) for p in range(clients)]
+        await asyncio.sleep(seconds)
+        stop.set()
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - started
+        flat = [x for r in results for x in r]
+        return _figures("api", operation, [x[0] for x in flat], elapsed, sum(x[1] for x in flat),
+                        sum(x[2] for x in flat), _process_cpu(pid) - cpu)
 
+    try:
         return [await run("produce"), await run("fetch")]
+    finally:
+        for conn in conns:
+            conn.close()
 
 
 # -- report ---------------------------------------------------------------------------------------
