@@ -267,6 +267,39 @@ def test_a_produce_that_need_not_block_is_appended_at_once_and_refused_as_any_ot
     assert offsets(solo.log(0)) == (2, 2)
 
 
+
+def test_a_fetch_read_again_after_its_wait_acknowledges_nothing_more(tmp_path, clock):
+    """A follower's fetch is its acknowledgement once, when it arrives (Kafka's DelayedFetch reads
+    again on completion without updating the follower's state): the read after its wait returns the
+    new data and leaves the remote replica and the high watermark as the arrival left them."""
+    c = Cluster(tmp_path, clock)
+    leader = c.partitions[0]
+    c.produce(0, b"a", acks=1)
+    c.fetch(1, 0)
+    c.fetch(1, 0)                                       # the follower has offset 0; the HW is 1
+    waiting = c.partitions[1].next_fetch(1 << 20)       # offset 1: nothing to read yet, it waits
+    assert leader.fetch_for_follower(waiting).data == b""
+    arrived = leader.remotes[1]
+    clock.now += 1000
+    c.produce(0, b"b", acks=1)                          # the append that ends its wait
+    again = leader.fetch_for_follower(waiting, acknowledge=False)
+    assert [r.value for r in decode_records(again.data)] == [b"b"]
+    assert leader.remotes[1] == arrived and leader.log.high_watermark == 1
+    answer = leader.try_fetch_for_follower(waiting, acknowledge=False)
+    assert answer is not None and answer[0].data == again.data and answer[1] is None
+    assert leader.remotes[1] == arrived
+
+
+def test_a_fetch_read_again_after_its_wait_is_still_fenced_by_the_leader_epoch(tmp_path, clock):
+    c = Cluster(tmp_path, clock)
+    c.produce(0, b"a", acks=1)
+    waiting = c.partitions[1].next_fetch(1 << 20)
+    c.controller.elect(TP, 1)
+    c.controller.elect(TP, 0)           # epoch 2 while the fetch of epoch 0 waited
+    with pytest.raises(FencedLeaderEpochError):
+        c.partitions[0].fetch_for_follower(waiting, acknowledge=False)
+
+
 # -- fencing ------------------------------------------------------------------------------------------
 def test_requests_with_another_leader_epoch_are_fenced(tmp_path, clock):
     c = Cluster(tmp_path, clock)

@@ -267,17 +267,21 @@ class Partition:
             return True
 
     # -- leader: followers' fetches ---------------------------------------------------------
-    def fetch_for_follower(self, fetch: ReplicaFetch) -> ReplicaFetchResult:
+    def fetch_for_follower(self, fetch: ReplicaFetch, *, acknowledge: bool = True) -> ReplicaFetchResult:
+        """A follower's fetch: its offset acknowledges what it has (the remote LEO, the ISR, the high
+        watermark), then the log is read from there. ``acknowledge=False``: the read only, for a
+        fetch that waited after its acknowledgement was taken (Kafka's DelayedFetch reads again on
+        completion; the follower's state was updated once, when the fetch arrived)."""
         proposal: tuple[PartitionState, tuple[int, ...]] | None = None
         try:
             with self.lock:
-                result, proposal = self._fetch_for_follower(fetch)
+                result, proposal = self._fetch_for_follower(fetch, acknowledge)
             return result
         finally:
             if proposal is not None:  # to the controller outside the lock: it may be slow or away
                 self._send_proposal(*proposal)
 
-    def try_fetch_for_follower(self, fetch: ReplicaFetch
+    def try_fetch_for_follower(self, fetch: ReplicaFetch, *, acknowledge: bool = True
                                ) -> tuple[ReplicaFetchResult, Callable[[], None] | None] | None:
         """``fetch_for_follower`` for a caller that must not block (an event loop): None when the
         partition or its log is locked, or when the read would start before the active segment
@@ -292,14 +296,14 @@ class Partition:
             try:
                 if fetch.fetch_offset < self.log.active_segment.base_offset:
                     return None
-                result, proposal = self._fetch_for_follower(fetch)
+                result, proposal = self._fetch_for_follower(fetch, acknowledge)
             finally:
                 self.log.lock.release()
         finally:
             self.lock.release()
         return result, (functools.partial(self._send_proposal, *proposal) if proposal is not None else None)
 
-    def _fetch_for_follower(self, fetch: ReplicaFetch
+    def _fetch_for_follower(self, fetch: ReplicaFetch, acknowledge: bool = True
                             ) -> tuple[ReplicaFetchResult, tuple[PartitionState, tuple[int, ...]] | None]:
         state = self._require_leader("replica fetch from")
         self._check_epoch(fetch.current_leader_epoch, "replica fetch from")
@@ -315,19 +319,26 @@ class Partition:
             # Not an error for a follower: after an unclean election it truncates by these offsets.
             return ReplicaFetchResult(b"", log.high_watermark, log.log_start_offset, log.log_end_offset,
                                       out_of_range=True), None
-        now = self.clock()
-        previous = self.remotes.get(fetch.replica_id) or RemoteReplica(fetch.replica_id)
-        self.remotes[fetch.replica_id] = previous.after_fetch(fetch.fetch_offset, log.log_end_offset, now)
-        proposal = None
-        if self.pending_isr is None and joins_isr(self._view(), fetch.replica_id):
-            proposal = (state, tuple(state.isr) + (fetch.replica_id,))
-            self.pending_isr = proposal[1]   # counts for the HW at once; committed or not, cleared after
-        self._maybe_advance_high_watermark()
+        proposal = self._acknowledge(state, fetch) if acknowledge else None
         # No budget left in a many-partition fetch: marks only (the fetch still counts as the follower's ack).
         read = log.read(fetch.fetch_offset, fetch.max_bytes, isolation=FetchIsolation.LOG_END,
                         min_one_message=fetch.max_bytes > 0)
         return ReplicaFetchResult(read.data, log.high_watermark, log.log_start_offset,
                                   log.log_end_offset), proposal
+
+    def _acknowledge(self, state: PartitionState, fetch: ReplicaFetch
+                     ) -> tuple[PartitionState, tuple[int, ...]] | None:
+        """The follower has everything below its fetch offset: its remote LEO, perhaps its join of the
+        ISR (the proposal to send), and the high watermark follow."""
+        now = self.clock()
+        previous = self.remotes.get(fetch.replica_id) or RemoteReplica(fetch.replica_id)
+        self.remotes[fetch.replica_id] = previous.after_fetch(fetch.fetch_offset, self.log.log_end_offset, now)
+        proposal = None
+        if self.pending_isr is None and joins_isr(self._view(), fetch.replica_id):
+            proposal = (state, tuple(state.isr) + (fetch.replica_id,))
+            self.pending_isr = proposal[1]   # counts for the HW at once; committed or not, cleared after
+        self._maybe_advance_high_watermark()
+        return proposal
 
     def _diverging_epoch(self, fetch: ReplicaFetch) -> tuple[int, int] | None:
         return diverging_epoch(self.log, fetch.fetch_offset, fetch.last_fetched_epoch)

@@ -377,19 +377,21 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
 
-        def fetch_all(out: list[ReplicaFetchResult | StratalogError], *, blocking: bool
+        def fetch_all(out: list[ReplicaFetchResult | StratalogError], *, blocking: bool, acknowledge: bool
                       ) -> list[ReplicaFetchResult | StratalogError]:
             """Answers ``fetches`` from ``len(out)`` on; without ``blocking``, stops at the first that
-            would block (a busy lock, data off the tail), for a thread to finish."""
+            would block (a busy lock, data off the tail), for a thread to finish. ``acknowledge``: the
+            first pass, which takes each fetch offset as the follower's acknowledgement; after a wait
+            the fetches only read again."""
             budget = max_bytes - sum(len(r.data) for r in out if isinstance(r, ReplicaFetchResult))
             for tp, fetch in fetches[len(out):]:
                 try:
                     one = fetch if 0 <= fetch.max_bytes <= budget else \
                         dataclasses.replace(fetch, max_bytes=max(min(fetch.max_bytes, budget), 0))
                     if blocking:
-                        result = replicas.fetch_for_follower(tp, one)
+                        result = replicas.fetch_for_follower(tp, one, acknowledge=acknowledge)
                     else:
-                        maybe = replicas.try_fetch_for_follower(tp, one)
+                        maybe = replicas.try_fetch_for_follower(tp, one, acknowledge=acknowledge)
                         if maybe is None:
                             return out
                         result = maybe
@@ -400,13 +402,16 @@ class ReplicaManager:
                 out.append(result)
             return out
 
+        acknowledge = True
         while True:
             events = [self.replica_signals.event(tp) for tp, _ in fetches]
             # The tail of a log is read here on the loop: a hop to the io pool and back costs a
             # follower's round more than the read, and every acks=all produce waits for two rounds.
-            results = fetch_all([], blocking=False)
+            results = fetch_all([], blocking=False, acknowledge=acknowledge)
             if len(results) < len(fetches):
-                results = await self.run(functools.partial(fetch_all, results, blocking=True))
+                results = await self.run(functools.partial(fetch_all, results, blocking=True,
+                                                           acknowledge=acknowledge))
+            acknowledge = False
             remaining = deadline - loop.time()
             size = sum(len(r.data) for r in results if isinstance(r, ReplicaFetchResult))
             urgent = any(isinstance(r, StratalogError) or r.diverging_epoch or r.out_of_range for r in results)

@@ -151,17 +151,25 @@ class ReplicaSet:
             self.fetchers[tp] = fetcher
 
     # -- the leader's side ------------------------------------------------------------------
-    def fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch) -> ReplicaFetchResult:
+    def fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch, *, acknowledge: bool = True
+                           ) -> ReplicaFetchResult:
+        """See ``Partition.fetch_for_follower``; ``acknowledge=False`` reads only, so moves nothing."""
         partition = self._replica(tp)
+        if not acknowledge:
+            return partition.fetch_for_follower(fetch, acknowledge=False)
         # Compared with the log, not the answer: an ISR proposal settled after the answer was
         # built (refused, or committed) may have moved the HW too, and its waiters must wake.
         with self._waking_on_high_watermark_move(tp, partition, advanced_only=True):
             return partition.fetch_for_follower(fetch)
 
-    def try_fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch) -> ReplicaFetchResult | None:
+    def try_fetch_for_follower(self, tp: TopicPartition, fetch: ReplicaFetch, *, acknowledge: bool = True
+                               ) -> ReplicaFetchResult | None:
         """``fetch_for_follower`` without blocking (for the event loop), or None: see
         ``Partition.try_fetch_for_follower``. An ISR proposal goes to the proposals thread."""
         partition = self._replica(tp)
+        if not acknowledge:
+            read = partition.try_fetch_for_follower(fetch, acknowledge=False)
+            return None if read is None else read[0]
         with self._waking_on_high_watermark_move(tp, partition, advanced_only=True):
             answer = partition.try_fetch_for_follower(fetch)
         if answer is None:
