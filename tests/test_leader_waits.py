@@ -132,6 +132,35 @@ def test_a_followers_long_poll_answers_new_data_and_not_a_high_watermark_move(st
         replicas.stop()
 
 
+def test_a_followers_long_poll_is_its_acknowledgement_once_when_it_arrives(started_broker):
+    """The append that ends a follower's wait gives it the new batch; the read after the wait does not
+    count as another fetch of the follower's (Kafka's DelayedFetch): what the leader knows of the
+    follower is what its fetch said when it arrived, the leader's log end then included."""
+    broker = started_broker()
+    controller = InProcessController()
+    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
+                          clock=broker.engine.clock)
+
+    async def run() -> None:
+        broker.attach_replicas(replicas, asyncio.get_running_loop())
+        replicas.apply_state(TP, controller.create(TP, (0, 1)), {b: "http://127.0.0.1:9" for b in range(2)})
+        await broker.append_records(TP, [one_record()], Acks.LEADER, 0)
+        await broker.replica_fetch_many([(TP, ReplicaFetch(1, 0, -1, 0, 1 << 20))], 0)
+        waiting = asyncio.ensure_future(broker.replica_fetch_many([(TP, ReplicaFetch(1, 1, 0, 0, 1 << 20))], 30_000))
+        await asyncio.sleep(0.05)
+        arrived = replicas.partitions[TP].remotes[1]
+        assert (arrived.log_end_offset, arrived.last_fetch_leader_leo) == (1, 1)
+        await broker.append_records(TP, [one_record(b"w")], Acks.LEADER, 0)
+        [answer] = await asyncio.wait_for(waiting, 5)
+        assert not isinstance(answer, Exception) and answer.data and answer.log_end_offset == 2
+        assert replicas.partitions[TP].remotes[1] == arrived
+
+    try:
+        asyncio.run(run())
+    finally:
+        replicas.stop()
+
+
 def test_an_acks_all_produce_that_no_follower_acknowledges_times_out_after_the_request_timeout(started_broker):
     broker = started_broker(**{"request.timeout.ms": "200"})
     controller = InProcessController()
@@ -187,3 +216,23 @@ def test_an_acks_all_produce_still_waiting_when_shutdown_began_says_so_at_its_ne
     finally:
         replicas.stop()
     assert "shut down" in message and "request.timeout.ms" not in message
+
+
+def test_a_followers_fetcher_made_before_the_transport_attached_reports_to_the_transport(started_broker):
+    """Rounds a follower applies are news for its waiters (``on_high_watermark``); a fetcher started
+    while the replica set had no transport yet reports to the callback attached after it."""
+    broker = started_broker()
+    controller = InProcessController()
+    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
+                          clock=broker.engine.clock)
+    try:
+        state = controller.create(TP, (1, 0))            # broker 1 leads: this engine, 0, follows
+        replicas.apply_state(TP, state, {b: "http://127.0.0.1:9" for b in range(2)})
+        fetcher = replicas.fetchers[TP]
+        told: list[TopicPartition] = []
+        replicas.on_high_watermark = told.append          # what attach_replicas does
+        fetcher.on_applied(TP)                            # as after a round it applied
+        assert told == [TP]
+    finally:
+        replicas.stop()
+

@@ -133,6 +133,10 @@ class ReplicaSet:
             del self._by_leader[(fetcher.leader, fetcher.endpoint)]
             fetcher.stop(wait=False)   # its thread ends after its round; nothing is left for it to apply
 
+    def _applied(self, tp: TopicPartition) -> None:
+        # Looked up at each call: a fetcher made before the transport attached its callback reports to it.
+        self.on_high_watermark(tp)
+
     def _follow(self, tp: TopicPartition, partition: Partition) -> None:
         state = partition.state
         fetcher = self.fetchers.get(tp)
@@ -146,7 +150,7 @@ class ReplicaSet:
             if fetcher is None or not fetcher.running:
                 fetcher = self._by_leader[(wanted, endpoint)] = LeaderFetcher(
                     wanted, endpoint, self.client_factory(endpoint), self.settings.fetcher,
-                    on_applied=self.on_high_watermark).start()
+                    on_applied=self._applied).start()
             fetcher.add(tp, partition)
             self.fetchers[tp] = fetcher
 
