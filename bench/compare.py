@@ -40,8 +40,7 @@ broker (KRaft, single node, started as ``tests/kafka_broker.py`` does but with
 ``kafka-server-start.sh``'s JVM settings and Kafka's default thread counts) driven with raw
 ProduceRequest v9 / FetchRequest v12 frames carrying the very same pre-built 16 KiB batches
 (kafka-python's protocol classes encode and decode them), against ``stratalog serve`` driven by
-``bench/http_wire.py``'s minimal HTTP/1.1 client, the counterpart of Kafka's raw frames
-(raw-batch POST, binary GET, one keep-alive connection per client). Produce with acks=1 for
+``bench/service.py``'s aiohttp client (raw-batch POST, binary GET). Produce with acks=1 for
 ``--service-seconds``, then fetch 16 KiB at a time from offset 0 (starting over at the end) for
 as long; MiB/s and per-request p99 latency. Then the same ``stratalog serve`` is driven over its
 Kafka listener by the very driver and frames Kafka's broker was (the "over the Kafka protocol"
@@ -75,7 +74,6 @@ from pathlib import Path
 from typing import Any
 
 from . import machine
-from .http_wire import HttpWire
 from .service import kafka_address, start_server, until_ready
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, Stopwatch, build_pool, read_raw, write_small_segments
 
@@ -683,43 +681,42 @@ async def create_stratalog_topic(base: str, topic: str, partitions: int) -> None
 
 async def stratalog_service(base: str, pid: int, topic: str, clients: int, seconds: float, fetch_bytes: int,
                             pool: list[bytes]) -> list[Load]:
-    """Produce then fetch against ``stratalog serve`` with bench/service.py's requests, each client on a
-    keep-alive connection of its own (``HttpWire``, the counterpart of Kafka's raw-frame driver)."""
+    """Produce then fetch against ``stratalog serve`` with bench/service.py's requests."""
     import aiohttp
 
-    async with aiohttp.ClientSession(base) as session:
+    connector = aiohttp.TCPConnector(limit=clients * 2)
+    async with aiohttp.ClientSession(base, connector=connector) as session:
         await until_ready(session, base)
         async with session.post("/v1/topics", json={"name": topic, "partitions": clients}) as reply:
             if reply.status != 201:
                 raise RuntimeError(f"creating {topic}: {reply.status} {await reply.text()}")
-    conns = [await HttpWire.connect(base) for _ in range(clients)]
+        headers = {"Content-Type": RECORD_BATCH}
 
-    async def produce(partition: int, state: dict[str, Any]) -> tuple[int, int]:
-        batch = pool[state["i"] % len(pool)]
-        state["i"] += 1
-        status, body = await conns[partition].json("POST", f"/v1/topics/{topic}/partitions/{partition}/records?acks=1",
-                                                   batch, RECORD_BATCH)
-        if status != 200:
-            raise RuntimeError(f"produce to {topic}-{partition}: {status} {body}")
-        return len(batch), body["recordCount"]
+        async def produce(partition: int, state: dict[str, Any]) -> tuple[int, int]:
+            batch = pool[state["i"] % len(pool)]
+            state["i"] += 1
+            async with session.post(f"/v1/topics/{topic}/partitions/{partition}/records", data=batch,
+                                    headers=headers, params={"acks": "1"}) as reply:
+                body = await reply.json()
+                if reply.status != 200:
+                    raise RuntimeError(f"produce to {topic}-{partition}: {reply.status} {body}")
+            return len(batch), body["recordCount"]
 
-    async def fetch(partition: int, state: dict[str, Any]) -> tuple[int, int]:
-        offset = state["offset"]
-        status, headers, data = await conns[partition].request(
-            "GET", f"/v1/topics/{topic}/partitions/{partition}/records?offset={offset}&maxBytes={fetch_bytes}",
-            accept=RECORD_BATCH)
-        if status != 200:
-            raise RuntimeError(f"fetch {topic}-{partition} at {offset}: {status} {data[:200]!r}")
-        following, high = int(headers["x-next-offset"]), int(headers["x-high-watermark"])
-        state["offset"] = following if following < high else 0
-        return len(data), max(following - offset, 0)
+        async def fetch(partition: int, state: dict[str, Any]) -> tuple[int, int]:
+            offset = state["offset"]
+            async with session.get(f"/v1/topics/{topic}/partitions/{partition}/records",
+                                   params={"offset": offset, "maxBytes": fetch_bytes},
+                                   headers={"Accept": RECORD_BATCH}) as reply:
+                data = await reply.read()
+                if reply.status != 200:
+                    raise RuntimeError(f"fetch {topic}-{partition} at {offset}: {reply.status} {data[:200]!r}")
+                following = int(reply.headers["X-Next-Offset"])
+                high = int(reply.headers["X-High-Watermark"])
+            state["offset"] = following if following < high else 0
+            return len(data), max(following - offset, 0)
 
-    try:
         return [await closed_loop("stratalog", "produce", clients, seconds, produce, pid),
                 await closed_loop("stratalog", "fetch", clients, seconds, fetch, pid)]
-    finally:
-        for conn in conns:
-            conn.close()
 
 
 def kafka_python_clients(bootstrap: str, topic: str, partitions: int, seconds: float) -> dict[str, Any]:

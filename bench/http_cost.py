@@ -2,8 +2,8 @@
 
     python -m bench.http_cost [--seconds 4] [--rounds 5] [--clients 8]
 
-``stratalog serve`` on loopback, driven by ``--clients`` keep-alive connections that write
-pre-built HTTP/1.1 requests and read the answers with a few lines of asyncio: the raw-batch POST
+``stratalog serve`` on loopback, driven by ``--clients`` keep-alive connections of
+``bench/http_wire.py``'s minimal HTTP/1.1 client: the raw-batch POST
 of bench/service.py (acks=1, the 16,589-byte batches of bench.workload) and its binary 16 KiB GET.
 Each round runs produce then fetch for ``--seconds``. The figure is the serve process's CPU
 seconds (/proc, user + system) per request, median over the rounds. On the shared 2-core VM one
@@ -27,25 +27,9 @@ from pathlib import Path
 import aiohttp
 
 from .compare import _process_cpu_seconds
+from .http_wire import HttpWire
 from .service import RECORD_BATCH, start_server, until_ready
 from .workload import TOPIC, build_pool
-
-
-async def _answer(reader: asyncio.StreamReader) -> tuple[int | None, int]:
-    """(X-Next-Offset or None, body length) of one answer; anything but 200 stops the run."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    length, following = 0, None
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        name = name.lower()
-        if name == b"content-length":
-            length = int(value)
-        elif name == b"x-next-offset":
-            following = int(value)
-    body = await reader.readexactly(length)
-    if not head.startswith(b"HTTP/1.1 200"):
-        raise RuntimeError((head + body).decode(errors="replace"))
-    return following, length
 
 
 async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int) -> dict[str, list[float]]:
@@ -54,34 +38,33 @@ async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int
         async with session.post("/v1/topics", json={"name": TOPIC, "partitions": clients}) as reply:
             if reply.status != 201:
                 raise RuntimeError(await reply.text())
-    host, port = base.split("//", 1)[1].rsplit(":", 1)
-    connections = [await asyncio.open_connection(host, int(port)) for _ in range(clients)]
+    connections = [await HttpWire.connect(base) for _ in range(clients)]
     pool = build_pool()
-    produce_heads = [(f"POST /v1/topics/{TOPIC}/partitions/{p}/records?acks=1 HTTP/1.1\r\nHost: bench\r\n"
-                      f"Content-Type: {RECORD_BATCH}\r\n").encode() for p in range(clients)]
 
-    def produce(partition: int, i: int, offset: int) -> bytes:
-        batch = pool[i % len(pool)]
-        return produce_heads[partition] + f"Content-Length: {len(batch)}\r\n\r\n".encode() + batch
+    async def produce(conn: HttpWire, partition: int, i: int, offset: int) -> tuple[int, dict[str, str], bytes]:
+        return await conn.request("POST", f"/v1/topics/{TOPIC}/partitions/{partition}/records?acks=1",
+                                  pool[i % len(pool)], RECORD_BATCH)
 
-    def fetch(partition: int, i: int, offset: int) -> bytes:
-        return (f"GET /v1/topics/{TOPIC}/partitions/{partition}/records?offset={offset}&maxBytes=16384 HTTP/1.1\r\n"
-                f"Host: bench\r\nAccept: {RECORD_BATCH}\r\n\r\n").encode()
+    async def fetch(conn: HttpWire, partition: int, i: int, offset: int) -> tuple[int, dict[str, str], bytes]:
+        return await conn.request("GET", f"/v1/topics/{TOPIC}/partitions/{partition}/records?offset={offset}"
+                                  "&maxBytes=16384", accept=RECORD_BATCH)
 
     figures: dict[str, list[float]] = {"produce": [], "fetch": [], "produce (client)": [], "fetch (client)": []}
     for _ in range(rounds):
-        for name, make in (("produce", produce), ("fetch", fetch)):
+        for name, ask in (("produce", produce), ("fetch", fetch)):
             stop = False
             done = [0] * clients
 
             async def client(partition: int) -> None:
-                reader, writer = connections[partition]
+                conn = connections[partition]
                 i = offset = 0
                 while not stop:
-                    writer.write(make(partition, i, offset))
+                    status, headers, body = await ask(conn, partition, i, offset)
+                    if status != 200:   # anything but 200 stops the run
+                        raise RuntimeError(f"{status}: {body[:500].decode(errors='replace')}")
                     i += 1
-                    following, length = await _answer(reader)
-                    offset = following if length and following is not None else 0   # start over at the end
+                    following = headers.get("x-next-offset")
+                    offset = int(following) if body and following is not None else 0   # start over at the end
                     done[partition] += 1
 
             cpu, own = _process_cpu_seconds(pid), time.process_time()
@@ -91,8 +74,8 @@ async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int
             await asyncio.gather(*tasks)
             figures[name].append((_process_cpu_seconds(pid) - cpu) / sum(done) * 1e6)
             figures[f"{name} (client)"].append((time.process_time() - own) / sum(done) * 1e6)
-    for _, writer in connections:
-        writer.close()
+    for conn in connections:
+        conn.close()
     return figures
 
 

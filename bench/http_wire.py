@@ -1,12 +1,14 @@
-"""A minimal HTTP/1.1 client for the benchmarks: one keep-alive connection, one request in flight.
+"""A minimal HTTP/1.1 client for the benchmarks that compare ``stratalog serve`` with itself.
 
-bench/compare.py drives Kafka's broker with raw protocol frames (kafka-python's classes encode and
-decode them) rather than kafka-python's KafkaProducer, so that the client's own machinery is not
-what gets measured. This is the HTTP counterpart of that driver: it writes the request line and
+bench/replication.py's producer and bench/service.py's API side: it writes the request line and
 headers, reads the status line and headers, reads the body by its Content-Length, and decodes a
-JSON answer -- what any client must do, and nothing more. aiohttp's ClientSession, which drove
-``stratalog serve`` before, spent about 1.5 times the CPU of Kafka's driver per request, CPU the
-two cores this machine shares between client and server then did not have for the server.
+JSON answer -- what any client must do, and nothing more. On this machine the load generator
+shares two cores with what it measures: aiohttp's ClientSession spent about 350 µs of CPU per
+produce in bench.replication, as much as a third of the leader's, and took that from the engines
+(Kafka's side of that benchmark is Kafka's Java producer). bench/compare.py, which sets
+``stratalog serve`` against Kafka's broker, keeps its aiohttp driver: against Kafka's raw-frame
+driver (kafka-python's protocol classes) it is the heavier one for produce and about even for
+fetch, where this one would be much the lighter.
 
 It speaks what ``stratalog serve`` answers on the routes the benchmarks use: bodies with a
 Content-Length, plaintext. Anything else (a chunked body, a closed connection) is an error that
@@ -22,8 +24,11 @@ from urllib.parse import urlsplit
 
 
 class HttpWire:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
-        self.reader, self.writer, self.host = reader, writer, host
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str,
+                 timeout_s: float = 300.0) -> None:
+        """``timeout_s``: for each answer (aiohttp's default total timeout), so that a stuck server
+        ends the run with an error rather than hanging it."""
+        self.reader, self.writer, self.host, self.timeout_s = reader, writer, host, timeout_s
 
     @classmethod
     async def connect(cls, base: str) -> HttpWire:
@@ -32,7 +37,8 @@ class HttpWire:
         if url.scheme != "http" or url.hostname is None or url.port is None:
             raise ValueError(f"{base}: the benchmarks' HTTP client speaks plaintext http://host:port only")
         reader, writer = await asyncio.open_connection(url.hostname, url.port)
-        return cls(reader, writer, f"{url.hostname}:{url.port}")
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        return cls(reader, writer, f"{host}:{url.port}")
 
     async def request(self, method: str, target: str, body: bytes = b"", content_type: str | None = None,
                       accept: str | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -42,15 +48,21 @@ class HttpWire:
             head += f"Content-Type: {content_type}\r\n"
         if accept is not None:
             head += f"Accept: {accept}\r\n"
-        self.writer.write((head + "\r\n").encode("latin-1") + body if body else (head + "\r\n").encode("latin-1"))
+        self.writer.write((head + "\r\n").encode("latin-1") + body)
         try:
-            raw = await self.reader.readuntil(b"\r\n\r\n")
+            async with asyncio.timeout(self.timeout_s):
+                return await self._answer(method, target)
         except asyncio.IncompleteReadError as error:
-            raise ConnectionError(f"{method} {target}: the server closed the connection before answering") \
-                from error
+            raise ConnectionError(f"{method} {target}: the server closed the connection amid its answer "
+                                  f"({len(error.partial)} bytes of it)") from error
+        except TimeoutError:
+            raise ConnectionError(f"{method} {target}: no whole answer within {self.timeout_s:g} s") from None
+
+    async def _answer(self, method: str, target: str) -> tuple[int, dict[str, str], bytes]:
+        raw = await self.reader.readuntil(b"\r\n\r\n")
         lines = raw[:-4].decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
-        headers = {}
+        headers: dict[str, str] = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
@@ -62,9 +74,12 @@ class HttpWire:
 
     async def json(self, method: str, target: str, body: bytes = b"", content_type: str | None = None
                    ) -> tuple[int, Any]:
-        """(status, decoded JSON body) of one request."""
+        """(status, decoded JSON body) of one request; a body that is not JSON is an error naming both."""
         status, _, data = await self.request(method, target, body, content_type)
-        return status, json.loads(data)
+        try:
+            return status, json.loads(data)
+        except ValueError:
+            raise ConnectionError(f"{method} {target}: answer {status} is not JSON: {data[:200]!r}") from None
 
     def close(self) -> None:
         self.writer.close()

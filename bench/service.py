@@ -17,8 +17,8 @@ concurrent clients, each on its own partition of one topic:
 
 The API side is a real ``stratalog serve`` subprocess on loopback driven by
 ``bench/http_wire.py``'s minimal HTTP/1.1 client (one asyncio task and keep-alive
-connection per client: what a client must do and no more, as Kafka's raw-frame
-driver in bench/compare.py); the
+connection per client: what a client must do and no more, so that the client
+takes as little as it can of the CPUs the server shares); the
 library side runs one thread per client in this process, on a directory of its
 own. Latency is per request (per call for the library); the overhead ratio is
 library throughput / API throughput (and API p50 / library p50). On a small
