@@ -235,4 +235,3 @@ def test_a_followers_fetcher_made_before_the_transport_attached_reports_to_the_t
         assert told == [TP]
     finally:
         replicas.stop()
-
