@@ -22,7 +22,9 @@
   kill to the first acknowledged produce on the new leader, median of ``--failovers``.
 
 Three ``stratalog serve`` processes and the tests' HTTP wrapper of the in-process controller
-(``tests/replication_cluster.py``), all on this machine's 2 cores.
+(``tests/replication_cluster.py``), all on this machine's 2 cores, with the producer: raw-batch
+POSTs through ``bench/http_wire.py``'s minimal HTTP/1.1 client, one keep-alive connection per
+request in flight (Kafka's side is Kafka's Java producer, ``kafka-producer-perf-test``).
 """
 
 from __future__ import annotations
