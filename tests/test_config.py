@@ -691,6 +691,15 @@ def test_negative_flush_scheduler_interval_is_accepted_when_flush_interval_is_se
     assert engine.log_config_defaults().flush_ms == 7
 
 
+def test_a_replica_fetch_wait_longer_than_the_replica_lag_time_is_refused_naming_both() -> None:
+    with pytest.raises(InvalidConfigError) as caught:
+        EngineConfig.from_properties({"replica.lag.time.max.ms": "400"})   # the wait's default is 500
+    assert str(caught.value).startswith(
+        "conflicting configs: replica.fetch.wait.max.ms=500 must not be greater than replica.lag.time.max.ms=400")
+    config = EngineConfig.from_properties({"replica.lag.time.max.ms": "500"})   # equal is Kafka's limit too
+    assert (config.replica_fetch_wait_max_ms, config.replica_lag_time_max_ms) == (500, 500)
+
+
 def test_broker_compaction_lags_in_conflict_are_refused_naming_the_broker_keys() -> None:
     with pytest.raises(InvalidConfigError) as caught:
         EngineConfig.from_properties(

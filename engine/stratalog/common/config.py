@@ -1002,6 +1002,13 @@ class EngineConfig:
             values[key.attribute] = key.parse(value)
         config = cls(**values)
         config.log_config_defaults()  # refuses e.g. log.roll.ms=0 or min lag > max lag
+        if config.replica_fetch_wait_max_ms > config.replica_lag_time_max_ms:
+            # KafkaConfig's rule: a follower whose fetch waits that long at its leader would leave the ISR.
+            raise InvalidConfigError(
+                f"conflicting configs: replica.fetch.wait.max.ms={config.replica_fetch_wait_max_ms} must not be "
+                f"greater than replica.lag.time.max.ms={config.replica_lag_time_max_ms} (a follower's fetch "
+                "may wait that long at its leader, and one not caught up for replica.lag.time.max.ms leaves "
+                "the ISR)")
         return config
 
     @classmethod
