@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
 
 from stratalog.broker.controller import InProcessController
 from stratalog.broker.delayed_produce import DelayedProduces
@@ -18,6 +22,7 @@ from stratalog.server.replication import LeaderSession
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)
+NOWHERE = {b: "http://127.0.0.1:9" for b in range(3)}   # the followers' endpoints: never asked
 
 
 def one_record(value: bytes = b"v") -> bytes:
@@ -89,15 +94,30 @@ def test_produces_given_up_on_do_not_pile_up_while_the_high_watermark_stands_sti
 
 
 # -- on a real engine leading a partition whose followers are this test ---------------------------
-def test_a_followers_long_poll_answers_new_data_and_not_a_high_watermark_move(started_broker):
+@pytest.fixture
+def replicated(started_broker: Callable[..., Any]
+               ) -> Iterator[Callable[..., tuple[Any, InProcessController, ReplicaSet]]]:
+    """A real engine (``settings`` its config) with a replica set under the in-process controller, the
+    replica set stopped after the test (before the engine)."""
+    made: list[ReplicaSet] = []
+
+    def make(**settings: str) -> tuple[Any, InProcessController, ReplicaSet]:
+        broker = started_broker(**settings)
+        controller = InProcessController()
+        made.append(ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
+                               clock=broker.engine.clock))
+        return broker, controller, made[-1]
+
+    yield make
+    for replicas in made:
+        replicas.stop()
+
+
+def test_a_followers_long_poll_answers_new_data_and_not_a_high_watermark_move(replicated):
     """Follower 1's fetch that finds nothing waits; follower 2's acknowledgement moves the high
     watermark (the acks=all produce answers), which does not concern follower 1's wait: it goes on
     waiting, without a wake-up, until the next append gives it data."""
-    broker = started_broker()
-    controller = InProcessController()
-    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
-                          clock=broker.engine.clock)
-    endpoints = {b: "http://127.0.0.1:9" for b in range(3)}   # the followers are never asked
+    broker, controller, replicas = replicated()
 
     async def fetch(replica: int, offset: int, epoch: int, wait_ms: int = 0) -> tuple[int, bytes]:
         [answer] = await broker.replica_fetch_many(
@@ -107,7 +127,7 @@ def test_a_followers_long_poll_answers_new_data_and_not_a_high_watermark_move(st
 
     async def run() -> None:
         broker.attach_replicas(replicas, asyncio.get_running_loop())
-        replicas.apply_state(TP, controller.create(TP, (0, 1, 2)), endpoints)   # this engine, 0, leads
+        replicas.apply_state(TP, controller.create(TP, (0, 1, 2)), NOWHERE)   # this engine, 0, leads
         produce = asyncio.ensure_future(broker.append_records(TP, [one_record()], Acks.ALL, 0))
         await asyncio.sleep(0.05)
         assert not produce.done()
@@ -126,24 +146,18 @@ def test_a_followers_long_poll_answers_new_data_and_not_a_high_watermark_move(st
         high_watermark, data = await asyncio.wait_for(waiting, 5)
         assert high_watermark == 1 and data                  # the new batch, answered at once
 
-    try:
-        asyncio.run(run())
-    finally:
-        replicas.stop()
+    asyncio.run(run())
 
 
-def test_a_followers_long_poll_is_its_acknowledgement_once_when_it_arrives(started_broker):
+def test_a_followers_long_poll_is_its_acknowledgement_once_when_it_arrives(replicated):
     """The append that ends a follower's wait gives it the new batch; the read after the wait does not
     count as another fetch of the follower's (Kafka's DelayedFetch): what the leader knows of the
     follower is what its fetch said when it arrived, the leader's log end then included."""
-    broker = started_broker()
-    controller = InProcessController()
-    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
-                          clock=broker.engine.clock)
+    broker, controller, replicas = replicated()
 
     async def run() -> None:
         broker.attach_replicas(replicas, asyncio.get_running_loop())
-        replicas.apply_state(TP, controller.create(TP, (0, 1)), {b: "http://127.0.0.1:9" for b in range(2)})
+        replicas.apply_state(TP, controller.create(TP, (0, 1)), NOWHERE)
         await broker.append_records(TP, [one_record()], Acks.LEADER, 0)
         await broker.replica_fetch_many([(TP, ReplicaFetch(1, 0, -1, 0, 1 << 20))], 0)
         waiting = asyncio.ensure_future(broker.replica_fetch_many([(TP, ReplicaFetch(1, 1, 0, 0, 1 << 20))], 30_000))
@@ -155,21 +169,15 @@ def test_a_followers_long_poll_is_its_acknowledgement_once_when_it_arrives(start
         assert not isinstance(answer, Exception) and answer.data and answer.log_end_offset == 2
         assert replicas.partitions[TP].remotes[1] == arrived
 
-    try:
-        asyncio.run(run())
-    finally:
-        replicas.stop()
+    asyncio.run(run())
 
 
-def test_an_acks_all_produce_that_no_follower_acknowledges_times_out_after_the_request_timeout(started_broker):
-    broker = started_broker(**{"request.timeout.ms": "200"})
-    controller = InProcessController()
-    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
-                          clock=broker.engine.clock)
+def test_an_acks_all_produce_that_no_follower_acknowledges_times_out_after_the_request_timeout(replicated):
+    broker, controller, replicas = replicated(**{"request.timeout.ms": "200"})
 
     async def run() -> float:
         broker.attach_replicas(replicas, asyncio.get_running_loop())
-        replicas.apply_state(TP, controller.create(TP, (0, 1)), {0: "http://127.0.0.1:9", 1: "http://127.0.0.1:9"})
+        replicas.apply_state(TP, controller.create(TP, (0, 1)), NOWHERE)
         started = time.monotonic()
         try:
             await broker.append_records(TP, [one_record()], Acks.ALL, 0)
@@ -177,61 +185,48 @@ def test_an_acks_all_produce_that_no_follower_acknowledges_times_out_after_the_r
             return time.monotonic() - started
         raise AssertionError("the produce was acknowledged without its follower")
 
-    try:
-        assert asyncio.run(run()) >= 0.2
-        assert not broker.delayed_produces.awaited(TP)   # the produce that gave up is no longer listed
-    finally:
-        replicas.stop()
+    assert asyncio.run(run()) >= 0.2
+    assert not broker.delayed_produces.awaited(TP)   # the produce that gave up is no longer listed
 
 
-def test_an_acks_all_produce_still_waiting_when_shutdown_began_says_so_at_its_next_wake_up(started_broker):
+def test_an_acks_all_produce_still_waiting_when_shutdown_began_says_so_at_its_next_wake_up(replicated):
     """Shutdown leaves waiting produces to finish (their followers may still acknowledge them); one that
     news wakes meanwhile without committing it is refused naming the shutdown, not a timeout that did
     not happen."""
-    broker = started_broker()
-    controller = InProcessController()
-    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
-                          clock=broker.engine.clock)
-    endpoints = {b: "http://127.0.0.1:9" for b in range(3)}
+    broker, controller, replicas = replicated()
 
     async def run() -> str:
         broker.attach_replicas(replicas, asyncio.get_running_loop())
         state = controller.create(TP, (0, 1, 2))
-        replicas.apply_state(TP, state, endpoints)
+        replicas.apply_state(TP, state, NOWHERE)
         produce = asyncio.ensure_future(broker.append_records(TP, [one_record()], Acks.ALL, 0))
         await asyncio.sleep(0.05)
         broker.begin_shutdown()
         await asyncio.sleep(0.05)
         assert not produce.done()                            # shutdown alone does not answer it
         replicas.apply_state(TP, controller.alter_partition(TP, 0, state.leader_epoch, (0, 1, 2),
-                                                            state.partition_epoch), endpoints)   # news
+                                                            state.partition_epoch), NOWHERE)   # news
         try:
             await asyncio.wait_for(produce, 5)
         except RequestTimedOutError as error:
             return str(error)
         raise AssertionError("the produce was acknowledged without its followers")
 
-    try:
-        message = asyncio.run(run())
-    finally:
-        replicas.stop()
+    message = asyncio.run(run())
     assert "shut down" in message and "request.timeout.ms" not in message
 
 
-def test_a_followers_fetcher_made_before_the_transport_attached_reports_to_the_transport(started_broker):
-    """Rounds a follower applies are news for its waiters (``on_high_watermark``); a fetcher started
-    while the replica set had no transport yet reports to the callback attached after it."""
-    broker = started_broker()
-    controller = InProcessController()
-    replicas = ReplicaSet(broker.engine.manager, ReplicationSettings(0), controller, LeaderSession,
-                          clock=broker.engine.clock)
-    try:
-        state = controller.create(TP, (1, 0))            # broker 1 leads: this engine, 0, follows
-        replicas.apply_state(TP, state, {b: "http://127.0.0.1:9" for b in range(2)})
-        fetcher = replicas.fetchers[TP]
-        told: list[TopicPartition] = []
-        replicas.on_high_watermark = told.append          # what attach_replicas does
-        fetcher.on_applied(TP)                            # as after a round it applied
-        assert told == [TP]
-    finally:
-        replicas.stop()
+def test_a_followers_fetcher_made_before_the_transport_attached_reports_to_the_transport(replicated):
+    """Rounds a follower applies are news for its waiters; a fetcher started while the replica set had
+    no transport yet reports to the engine attached after it. (The round itself needs a leader: the
+    fetcher's callback is called as its thread calls it after applying one.)"""
+    broker, controller, replicas = replicated()
+
+    async def run() -> bool:
+        replicas.apply_state(TP, controller.create(TP, (1, 0)), NOWHERE)   # broker 1 leads: a fetcher here
+        broker.attach_replicas(replicas, asyncio.get_running_loop())
+        news = broker.news_signals.event(TP)
+        replicas.fetchers[TP].on_applied(TP)
+        return news.is_set()
+
+    assert asyncio.run(run())
