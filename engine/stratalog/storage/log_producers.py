@@ -122,8 +122,8 @@ class LogProducers:
         self.snapshots.append(offset)
 
     def delete_snapshots(self, doomed: Callable[[int], bool], *, durably: bool = False) -> None:
-        """``durably``: a truncation's, fsynced, so that no snapshot of the log above the cut comes back
-        after a power loss to describe the different log appended there since."""
+        """``durably``: a truncation's or a cleaner's segment swap, fsynced, so that no snapshot of
+        segments that are gone comes back after a power loss to describe a log that differs there."""
         gone = [offset for offset in self.snapshots if doomed(offset)]
         if gone:
             self.snapshots = [offset for offset in self.snapshots if not doomed(offset)]
