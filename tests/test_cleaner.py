@@ -476,3 +476,33 @@ def test_the_cleaners_swap_deletes_the_snapshots_of_the_segments_it_merged_but_t
     snapshots = sorted(int(p.name[:20]) for p in log.dir.glob("*.snapshot"))
     assert snapshots == [b for b in before[1:] if b in after]
     manager.close()
+
+
+def test_the_cleaners_swap_makes_its_snapshot_deletions_durable(tmp_path, monkeypatch):
+    """A snapshot of a merged-away segment must not come back after a power loss: the log directory is
+    fsynced after the swap deleted snapshots. No power loss can be made here, so the real calls are
+    recorded in order (a spy wrapping them, not a fake: both still run)."""
+    import stratalog.storage.log_producers as log_producers
+
+    calls: list[str] = []
+    real_delete, real_fsync = log_producers.delete_producer_snapshots, log_producers.fsync_dir
+    monkeypatch.setattr(log_producers, "delete_producer_snapshots",
+                        lambda directory, offsets: (calls.append("delete"), real_delete(directory, offsets)))
+    clock = Clock()
+    manager = open_manager(tmp_path, clock)
+    TopicAdmin(manager).create_topic("c", 1, COMPACT)
+    log = manager.get_log("c", 0)
+    monkeypatch.setattr(log_producers, "fsync_dir",
+                        lambda directory: (calls.append(f"fsync {directory == log.dir}"), real_fsync(directory)))
+    for seq in range(24):
+        log.append(build_batch([Record(0, clock.now, b"k", b"v" * 200)], producer_id=5, producer_epoch=0,
+                               base_sequence=seq))
+    log.roll()
+    log.update_config(LogConfig.from_overrides({**COMPACT, "segment.bytes": "100000"}))
+    clock.now += 1000
+    calls.clear()
+    LogCleaner(manager).run_pass(force=True)
+    assert "delete" in calls
+    last_delete = max(i for i, call in enumerate(calls) if call == "delete")
+    assert "fsync True" in calls[last_delete + 1:], calls
+    manager.close()
