@@ -4,6 +4,7 @@
 //! fallback): same results, and for damaged input the same error at the same byte position, so the
 //! caller's `CorruptRecordError` reads the same whichever ran. Differential tests hold them to it.
 
+mod append;
 mod columns;
 mod encode;
 mod fault;
@@ -17,7 +18,7 @@ mod walk;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 use fault::Fault;
@@ -181,6 +182,35 @@ fn leader_batch_facts(data: &Bound<'_, PyAny>)
              h.base_sequence, h.count, min_ts, max_ts, s.first_keyless_index, h.base_offset)))
 }
 
+/// A leader's append of one producer batch as sent, checked and written in one call (append.rs):
+/// (last offset delta, max timestamp, record count) once `data` is written at `position` of `fd`
+/// with `base_offset` and `leader_epoch` set; None, and nothing written, when anything about it is
+/// not the plain case, so that the caller's reference path decides. A failed write raises OSError
+/// and may leave part of the batch past `position`: the caller truncates it away.
+#[pyfunction]
+#[pyo3(signature = (fd, position, data, base_offset, leader_epoch, max_message_bytes, compact,
+                    timestamp_before_max_ms, timestamp_after_max_ms, now_ms, room, roll_after_timestamp,
+                    max_last_offset))]
+#[allow(clippy::too_many_arguments)]
+fn append_as_sent(py: Python<'_>, fd: i32, position: i64, data: &Bound<'_, PyAny>, base_offset: i64,
+                  leader_epoch: i32, max_message_bytes: i128, compact: bool, timestamp_before_max_ms: i128,
+                  timestamp_after_max_ms: i128, now_ms: i128, room: i128, roll_after_timestamp: i128,
+                  max_last_offset: i128) -> PyResult<Option<append::Accepted>> {
+    let bytes = Bytes::of(data)?;
+    let d = bytes.slice();
+    let limits = append::Limits { max_message_bytes, compact, timestamp_before_max_ms, timestamp_after_max_ms,
+                                  now_ms, room, roll_after_timestamp,
+                                  max_last_offset_delta: max_last_offset - i128::from(base_offset) };
+    let Some(accepted) = append::accept(d, &limits) else { return Ok(None) };
+    // The write lets other threads run, as os.pwritev does; the buffer export pins `data`.
+    py.detach(|| append::write(fd, position, d, base_offset, leader_epoch))
+        .map_err(|error| match error.raw_os_error() {
+            Some(code) => PyOSError::new_err((code, error.to_string())),
+            None => PyOSError::new_err(error.to_string()),
+        })?;
+    Ok(Some(accepted))
+}
+
 /// Recovery's scan of a segment's batches (see scan.rs): None for a log with v0/v1 entries, else
 /// (valid bytes, max timestamp, its offset, index points as (last offset, position, max timestamp,
 /// its offset), new leader epochs as (epoch, start offset)).
@@ -215,7 +245,7 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // What records/native.py checks before it uses this module: bump it with records/native.py's
     // INTERFACE whenever a function or class is added or removed, or changes its arguments or results,
     // so that an extension built from older sources is refused by name instead of failing mid-append.
-    m.add("INTERFACE", 1u32)?;
+    m.add("INTERFACE", 2u32)?;
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
@@ -223,6 +253,7 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan_log, m)?)?;
     m.add_function(wrap_pyfunction!(check_batch, m)?)?;
     m.add_function(wrap_pyfunction!(leader_batch_facts, m)?)?;
+    m.add_function(wrap_pyfunction!(append_as_sent, m)?)?;
     m.add_function(wrap_pyfunction!(producer_batches, m)?)?;
     Ok(())
 }
