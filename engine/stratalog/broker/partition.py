@@ -215,7 +215,7 @@ class Partition:
                              leader_epoch: int = -1) -> tuple[list[AppendInfo], int] | None:
         """``append_as_leader`` for a caller that must not block (an event loop), with the leader
         epoch it appended under; None and nothing appended when the partition is locked or the log
-        would block (``Log.try_append_prepared``): the caller then appends on a thread. Refusals
+        would block (``Log.try_append``): the caller then appends on a thread. Refusals
         are raised as ``append_as_leader`` raises them."""
         if not self.log.may_append_inline(batches) or not self.lock.acquire(blocking=False):
             return None
@@ -226,7 +226,7 @@ class Partition:
                 return None
             try:
                 state = self._check_may_append(required_acks, leader_epoch)
-                infos = self.log.try_append_prepared(self.log.prepare_append(batches))
+                infos = self.log.try_append(batches)
                 if infos is None:
                     return None
                 self._maybe_advance_high_watermark()

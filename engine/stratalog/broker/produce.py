@@ -63,10 +63,10 @@ def append_to_log(log: Log, batches: Sequence[bytes | bytearray], acks: Acks, no
 def try_append_to_log(log: Log, batches: Sequence[bytes | bytearray], acks: Acks, now_ms: int
                       ) -> ProduceResult | None:
     """``append_to_log`` for an event loop: None and nothing appended when it would block (acks=all
-    fsyncs; ``Log.try_append_prepared`` says when an acks=1 append would)."""
-    if acks is not Acks.LEADER or not log.may_append_inline(batches):
+    fsyncs; ``Log.try_append`` says when an acks=1 append would)."""
+    if acks is not Acks.LEADER:
         return None
-    infos = log.try_append_prepared(log.prepare_append(batches, now_ms=now_ms))
+    infos = log.try_append(batches, now_ms=now_ms)
     return None if infos is None else ProduceResult.of(infos, log.log_start_offset)
 
 

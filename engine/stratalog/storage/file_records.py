@@ -3,7 +3,8 @@
 This is Kafka's ``FileRecords``: it knows byte positions and batch boundaries,
 never records. Scans read the file in large chunks with ``pread`` and look only
 at batch headers (``records.peek_batch``), so walking a segment costs one
-sequential read and no record decoding.
+sequential read and no record decoding. The one exception is a leader's append of a batch as
+sent (``append_as_sent``): the native kernel checks the batch and writes it in the same call.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from stratalog.records import BatchInfo
+from stratalog.records import BatchInfo, native
 from stratalog.storage.batch_scan import HEADER_READ_AHEAD, HEADER_SCAN_CHUNK, scan_batches
 from stratalog.storage.file_region import FileRegion
 
@@ -66,6 +67,25 @@ class FileRecords:
         prefix = _BATCH_PREFIX.pack(base_offset, len(data) - 12, leader_epoch)
         return self._write(prefix, memoryview(data)[_BATCH_PREFIX.size:])
 
+    def append_as_sent(self, data: bytes, base_offset: int, leader_epoch: int, checks: tuple[int | bool, ...]
+                       ) -> tuple[int, int, int] | None:
+        """``append_batch`` of a producer's batch that the native kernel accepts as sent, checked and
+        written in one call: (last offset delta, max timestamp, record count), or None and nothing
+        written (no kernel, or a batch it leaves to the reference path). ``checks``: the rest of
+        ``stratalog_native.append_as_sent``'s arguments (``LogSegment.try_append_as_sent``)."""
+        kernel = native.kernel
+        if kernel is None:
+            return None
+        try:
+            accepted: tuple[int, int, int] | None = kernel.append_as_sent(
+                self.fd, self._size, data, base_offset, leader_epoch, *checks)
+        except OSError:
+            self._cut_torn_write()
+            raise
+        if accepted is not None:
+            self._size += len(data)
+        return accepted
+
     def _write(self, head: bytes, view: memoryview) -> int:
         position = self._size
         try:
@@ -81,17 +101,20 @@ class FileRecords:
                 view = view[written:]
                 position += written
         except OSError:
-            # Leave no partial batch behind for a later append to follow (best effort: the
-            # truncation can fail too, and then the directory goes offline before anything
-            # else is acknowledged, and recovery cuts the torn tail at the next start).
-            try:
-                os.ftruncate(self.fd, self._size)
-            except OSError:
-                pass
+            self._cut_torn_write()
             raise
         appended = position - self._size
         self._size = position
         return appended
+
+    def _cut_torn_write(self) -> None:
+        """Leave no partial batch behind for a later append to follow (best effort: the truncation
+        can fail too, and then the directory goes offline before anything else is acknowledged, and
+        recovery cuts the torn tail at the next start)."""
+        try:
+            os.ftruncate(self.fd, self._size)
+        except OSError:
+            pass
 
     def read(self, position: int, size: int) -> bytes:
         end = min(position + size, self._size)

@@ -51,8 +51,8 @@ from stratalog.records.batch_header import ATTRIBUTES_OFFSET
 from stratalog.records.transactions import AbortedTransaction, TransactionState
 from stratalog.storage.file_region import FileRegion
 from stratalog.storage.isolation import FetchIsolation
-from stratalog.storage.segment import LogSegment, RollParams
-from stratalog.storage.validation import ValidatedBatch, validate_leader_batch
+from stratalog.storage.segment import NEVER, LogSegment, RollParams
+from stratalog.storage.validation import AsSentRules, ValidatedBatch, as_sent_rules, validate_leader_batch
 
 Clock = Callable[[], int]
 
@@ -161,6 +161,8 @@ class Log:
         # A log that is its partition's only replica: the high watermark follows the log end.
         # Replication (stratalog.broker.partition) turns this off and moves it by the ISR's LEOs.
         self.hw_follows_leo = True
+        # The config's AsSentRules, made again when the config changes (``_append_as_sent``).
+        self._as_sent_rules: tuple[LogConfig | None, AsSentRules | None] = (None, None)
         # Producers and open and aborted transactions, scanned from the batches on first need.
         self.producer_state = LogProducers(self.local, producer_snapshots)
 
@@ -227,7 +229,63 @@ class Log:
         way (``FileRecords.append_batch``); a copy is made only where the batch must change: a
         rewritten max timestamp, LogAppendTime, or another codec asked by ``compression.type``.
         """
+        if len(batches) == 1:
+            info = self._append_as_sent(batches[0], now_ms, inline=False)
+            if info is not None:
+                return [info]
         return self.append_prepared(self.prepare_append(batches, now_ms=now_ms))
+
+    def try_append(self, batches: Sequence[bytes | bytearray], *, now_ms: int | None = None
+                   ) -> list[AppendInfo] | None:
+        """``append_batches`` for a caller that must not block (an event loop), or None and nothing
+        appended: for batches not ``may_append_inline``, and where ``try_append_prepared`` declines.
+        The caller then calls ``append_batches`` on a thread."""
+        if not self.may_append_inline(batches):
+            return None
+        info = self._append_as_sent(batches[0], now_ms, inline=True)
+        if info is not None:
+            return [info]
+        return self.try_append_prepared(self.prepare_append(batches, now_ms=now_ms))
+
+    def _append_as_sent(self, batch: bytes | bytearray, now_ms: int | None, *, inline: bool) -> AppendInfo | None:
+        """One producer batch checked and written by one native call (``LogSegment.try_append_as_sent``):
+        the common case of an append, without the Python work of ``prepare_append`` and
+        ``append_prepared``. None, and nothing written, where the reference path must decide: no
+        native kernel, a batch that is not plain or that the topic changes, an idempotent producer's
+        sequence to check, a roll, a new leader epoch to checkpoint; on an event loop (``inline``)
+        also a held lock and a flush that would fall due."""
+        if type(batch) is not bytes:   # a bytearray could change under the write
+            return None
+        config = self.config
+        cached = self._as_sent_rules
+        if cached[0] is not config:
+            cached = self._as_sent_rules = (config, as_sent_rules(config))
+        rules = cached[1]
+        if rules is None or not self.lock.acquire(blocking=not inline):
+            return None
+        try:
+            self._check_open()
+            segment = self.local.active_segment
+            first_offset = segment.next_offset()
+            if self.epoch_cache.would_change(self.leader_epoch, first_offset):
+                return None
+            now = self.clock() if now_ms is None else now_ms
+            # flush.messages falls due at last offset recovery point + flush.messages - 1.
+            max_last_offset = self.recovery_point + config.flush_messages - 2 if inline else NEVER
+            with self.failures.guard(self.log_dir, self._appending):
+                accepted = segment.try_append_as_sent(batch, first_offset, self.leader_epoch, rules, now,
+                                                      max_last_offset)
+                if accepted is None:
+                    return None
+                last_offset = first_offset + accepted[0]
+                if self.hw_follows_leo:
+                    self.high_watermark = last_offset + 1
+                if self._flush_due(last_offset):
+                    self.flush()
+            return AppendInfo(first_offset, last_offset, accepted[1], -1, accepted[2], len(batch),
+                              self.log_start_offset)
+        finally:
+            self.lock.release()
 
     def prepare_append(self, batches: Sequence[bytes | bytearray], *, now_ms: int | None = None
                        ) -> PreparedAppend:

@@ -21,6 +21,7 @@ from stratalog.storage.file_records import FileRecords
 from stratalog.storage.file_region import FileRegion
 from stratalog.storage.index import OffsetIndex, TimeIndex
 from stratalog.storage.leader_epoch import LeaderEpochCache
+from stratalog.storage.validation import AsSentRules
 from stratalog.common.names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
 from stratalog.records import (
     BatchInfo,
@@ -44,6 +45,10 @@ BatchVisitor = Callable[[BatchInfo, bytes], None]
 
 class SegmentOffsetOverflowError(StratalogError):
     """An offset that does not fit the segment's int32 relative offsets."""
+
+
+# A time bound that is never passed (the native kernel takes any Python int).
+NEVER = 1 << 80
 
 
 class RollParams(NamedTuple):
@@ -181,6 +186,36 @@ class LogSegment:
         self.log.append_batch(data, base_offset, leader_epoch)
         self._index_batch(last_offset, max_timestamp, last_offset, position, len(data))
         self._next_offset = last_offset + 1
+
+    def try_append_as_sent(self, data: bytes, base_offset: int, leader_epoch: int, rules: AsSentRules,
+                           now_ms: int, max_last_offset: int) -> tuple[int, int, int] | None:
+        """``append_leader_batch`` of a producer's batch that the native kernel accepts as sent
+        (``FileRecords.append_as_sent``), when it needs no roll and its last offset is at most
+        ``max_last_offset``: (last offset delta, max timestamp, record count), or None and nothing
+        written. The kernel checks the topic's ``rules`` and this segment's roll conditions as
+        ``should_roll`` states them, from the bounds computed here."""
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return None
+        size = self.log.size
+        roll_after = NEVER
+        if size > 0:   # a time roll is due once the batch's max timestamp passes roll_after
+            limit = rules.segment_ms - self.roll_jitter_ms
+            first_timestamp = self._rolling_based_timestamp if self._rolling_loaded else self._rolling_timestamp()
+            if first_timestamp is not None and first_timestamp >= 0:
+                roll_after = first_timestamp + limit
+            elif now_ms - self.created_ms > limit:
+                return None
+        accepted = self.log.append_as_sent(data, base_offset, leader_epoch, (
+            rules.max_message_bytes, rules.compact, rules.timestamp_before_max_ms, rules.timestamp_after_max_ms,
+            now_ms, rules.segment_bytes - size, roll_after, min(max_last_offset, self.base_offset + INT32_MAX)))
+        if accepted is None:
+            return None
+        last_offset, max_timestamp = base_offset + accepted[0], accepted[1]
+        if size == 0 and not self._rolling_loaded:
+            self._rolling_based_timestamp, self._rolling_loaded = max_timestamp, True
+        self._index_batch(last_offset, max_timestamp, last_offset, size, len(data))
+        self._next_offset = last_offset + 1
+        return accepted
 
     def _write_position(self, offsets: tuple[int, ...], first_timestamp: int) -> int:
         """Where a write goes, once ``offsets`` are known to fit this segment (int32 from its base)."""

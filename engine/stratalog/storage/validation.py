@@ -63,6 +63,27 @@ class ValidatedBatch(NamedTuple):
     base_sequence: int = -1
 
 
+class AsSentRules(NamedTuple):
+    """The config a batch kept as sent is held to in one native call (``LogSegment.try_append_as_sent``):
+    ``_accepted_as_sent``'s rules and the active segment's roll bounds."""
+
+    max_message_bytes: int
+    compact: bool
+    timestamp_before_max_ms: int
+    timestamp_after_max_ms: int
+    segment_ms: int
+    segment_bytes: int
+
+
+def as_sent_rules(config: LogConfig) -> AsSentRules | None:
+    """``config``'s ``AsSentRules``; None where no batch is kept as sent (another codec asked by
+    ``compression.type``, or LogAppendTime stamped on every batch)."""
+    if config.compression_type not in ("producer", "uncompressed") or config.message_timestamp_type == _LOG_APPEND_TIME:
+        return None
+    return AsSentRules(config.max_message_bytes, config.compact, config.message_timestamp_before_max_ms,
+                       config.message_timestamp_after_max_ms, config.segment_ms, config.segment_bytes)
+
+
 def validate_leader_batch(batch: bytes | bytearray, config: LogConfig, tp: TopicPartition,
                           now_ms: int) -> ValidatedBatch:
     accepted = _accepted_as_sent(batch, config, now_ms)
