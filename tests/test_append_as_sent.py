@@ -1,0 +1,233 @@
+"""A leader's append in one native call (``Log._append_as_sent``) leaves the log exactly as the
+reference path does: same offsets, same answers and errors, same files, byte for byte.
+
+Both kernels run the same operations on two logs with the same clock: appends of plain, damaged,
+compressed, idempotent and out-of-bounds batches, on a thread's path and an event loop's, across
+size and time rolls, index entries, flushes and leader epoch changes.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import stratalog_native
+
+from kernel_choice import kernel
+from stratalog.common.config import LogConfig
+from stratalog.common.errors import KafkaStorageError, StratalogError
+from stratalog.common.names import TopicPartition
+from stratalog.records import Compression, Record, build_batch
+from stratalog.storage.loader import load_log
+from stratalog.storage.log import Log
+
+T0 = 1_700_000_000_000
+
+
+class CountingKernel:
+    """The native kernel, counting the batches its one-call append wrote."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(stratalog_native, name)
+
+    def append_as_sent(self, *args: Any) -> Any:
+        accepted = stratalog_native.append_as_sent(*args)
+        self.written += accepted is not None
+        return accepted
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def open_log(directory: Path, config: LogConfig, clock: Clock) -> Log:
+    directory.mkdir(parents=True)
+    log, _ = load_log(directory, TopicPartition("t", 0), config, recovery_point=0, had_clean_shutdown=False,
+                      clock=clock)
+    return log
+
+
+def files(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def producer_batch(count: int, *, value_size: int = 10, keyless: bool = False, timestamp: int = T0,
+                   compression: Compression = Compression.NONE, producer_id: int = -1) -> bytes:
+    records = [Record(i, timestamp + i, None if keyless else b"k%d" % i, b"v" * value_size) for i in range(count)]
+    return build_batch(records, compression=compression, producer_id=producer_id,
+                       producer_epoch=0 if producer_id >= 0 else -1, base_sequence=0 if producer_id >= 0 else -1)
+
+
+def random_config(rng: random.Random) -> LogConfig:
+    """Small segments and index intervals; each other setting left at its default three times in
+    four, so that most batches stay plain."""
+    overrides: dict[str, object] = {
+        "segment.bytes": rng.choice([rng.randint(500, 2000), rng.randint(4000, 16000)]),
+        "index.interval.bytes": rng.choice([1, 100, 4096]),
+    }
+    choices: dict[str, object] = {
+        "segment.ms": rng.randint(1, 5000),
+        "flush.messages": rng.randint(1, 40),
+        "max.message.bytes": rng.randint(100, 2000),
+        "cleanup.policy": "compact",
+        "message.timestamp.before.max.ms": rng.randint(0, 10_000),
+        "message.timestamp.after.max.ms": rng.randint(0, 10_000),
+        "compression.type": rng.choice(["producer", "uncompressed", "gzip"]),
+        "message.timestamp.type": rng.choice(["CreateTime", "LogAppendTime"]),
+    }
+    overrides.update((name, value) for name, value in choices.items() if rng.random() < 0.25)
+    return LogConfig.from_overrides(overrides)
+
+
+def random_batch(rng: random.Random, now: int) -> bytes | bytearray:
+    """Plain as a rule; one time in ten each: keyless, far off in time, compressed, idempotent,
+    damaged somewhere, a bytearray."""
+    def rarely() -> bool:
+        return rng.random() < 0.1
+
+    shift = rng.randint(-20_000, 20_000) if rarely() else rng.randint(-100, 100)
+    data = bytearray(producer_batch(rng.randint(1, 8), value_size=rng.randint(0, 60), keyless=rarely(),
+                                    timestamp=now + shift,
+                                    compression=Compression.GZIP if rarely() else Compression.NONE,
+                                    producer_id=5 if rarely() else -1))
+    if rarely():
+        data[rng.randrange(len(data))] ^= rng.randint(1, 255)
+    return data if rarely() else bytes(data)
+
+
+def run(log: Log, clock: Clock, rng: random.Random, steps: int) -> list[object]:
+    """Appends, by a thread's path and an event loop's, between clock ticks and leader epoch changes:
+    what each append answered, and the log's ends after it."""
+    seen: list[object] = []
+    for _ in range(steps):
+        step = rng.random()
+        if step < 0.1:
+            clock.now += rng.randint(0, 3000)
+            continue
+        if step < 0.12:
+            log.leader_epoch += 1
+            continue
+        data = random_batch(rng, clock.now)
+        try:
+            answer: object = log.append_batches([data]) if rng.random() < 0.5 else log.try_append([data])
+        except StratalogError as error:
+            answer = (type(error).__name__, str(error))
+        seen.append((answer, log.log_end_offset, log.high_watermark, log.recovery_point, len(log.segments)))
+    return seen
+
+
+def test_the_one_call_append_leaves_every_answer_and_file_as_the_reference_path_does(tmp_path):
+    written = []
+    for seed in range(100):
+        outcomes = []
+        counting = CountingKernel()
+        for module in (None, counting):
+            root = tmp_path / f"{seed}-{'native' if module else 'python'}"
+            rng, clock = random.Random(seed), Clock()
+            with kernel(module):
+                log = open_log(root / "t-0", random_config(rng), clock)
+                seen = run(log, clock, rng, 40)
+                log.close()
+            outcomes.append((seen, files(root / "t-0")))
+        assert outcomes[0] == outcomes[1], f"seed {seed}"
+        written.append(counting.written)
+    # The comparison is worth something only where the one-call path wrote many of the batches.
+    assert sum(written) >= 1000, written
+
+
+def test_a_plain_batch_is_checked_and_written_in_one_native_call_by_either_append(tmp_path):
+    counting = CountingKernel()
+    clock = Clock()
+    with kernel(counting):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), clock)
+        log.append_batches([producer_batch(1)])   # the reference path: leader epoch 0 starts here
+        first = log.append_batches([producer_batch(3)])[0]
+        second = log.try_append([producer_batch(2)])
+        log.close()
+    assert counting.written == 2
+    assert (first.first_offset, first.last_offset, first.record_count) == (1, 3, 3)
+    assert second is not None and (second[0].first_offset, second[0].last_offset) == (4, 5)
+
+
+@pytest.mark.parametrize("batch", [
+    producer_batch(3, producer_id=5),                        # its sequence is checked by the reference path
+    producer_batch(3, compression=Compression.GZIP),          # compressed
+    producer_batch(3, timestamp=T0 + 10 * 3_600_000),         # past message.timestamp.after.max.ms
+], ids=["idempotent", "compressed", "from the future"])
+def test_a_batch_that_is_not_plain_is_left_to_the_reference_path(tmp_path, batch):
+    counting = CountingKernel()
+    with kernel(counting):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
+        try:
+            log.append_batches([batch])
+        except StratalogError:
+            pass
+        log.close()
+    assert counting.written == 0
+
+
+def test_a_roll_and_a_new_leader_epoch_are_left_to_the_reference_path(tmp_path):
+    counting = CountingKernel()
+    with kernel(counting):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({"segment.bytes": 400}), Clock())
+        log.append_batches([producer_batch(1, value_size=200)])   # epoch 0's first batch: checkpointed
+        log.append_batches([producer_batch(1, value_size=200)])   # does not fit: a roll
+        log.leader_epoch = 1
+        log.append_batches([producer_batch(1)])
+        log.close()
+    assert counting.written == 0
+    assert len(log.segments) == 2
+
+
+def test_an_event_loop_append_that_would_fall_due_for_a_flush_is_declined(tmp_path):
+    counting = CountingKernel()
+    with kernel(counting):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({"flush.messages": 4}), Clock())
+        log.append_batches([producer_batch(1)])
+        assert log.try_append([producer_batch(2)]) is not None   # offsets 1-2: no flush yet
+        assert log.try_append([producer_batch(1)]) is None       # offset 3 makes four messages
+        log.close()
+    assert counting.written == 1
+
+
+def test_a_failed_one_call_write_leaves_no_partial_batch_and_takes_the_directory_offline(tmp_path):
+    """The write fails as a full disk fails it: the file is cut back and the directory goes offline."""
+    class FailingKernel(CountingKernel):
+        def append_as_sent(self, fd: int, position: int, data: Any, *rest: Any) -> Any:
+            import os
+            os.pwrite(fd, bytes(data[:100]), position)   # part of the batch got out before the failure
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    with kernel(FailingKernel()):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
+        log.append_batches([producer_batch(1)])   # the reference path: leader epoch 0 starts here
+        size = log.active_segment.size
+        with pytest.raises(KafkaStorageError, match="ENOSPC"):
+            log.append_batches([producer_batch(2)])
+        assert log.offline and log.log_end_offset == 1
+        assert log.active_segment.size == size == (tmp_path / "t-0" / "00000000000000000000.log").stat().st_size
+        log.close()
+
+
+@pytest.mark.parametrize("module", [None, CountingKernel()], ids=["python", "native"])
+def test_a_batch_rolls_the_segment_by_time_only_once_its_max_timestamp_is_past_segment_ms(tmp_path, module):
+    with kernel(module):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({"segment.ms": 1000}), Clock())
+        log.append_batches([producer_batch(1, timestamp=T0)])
+        log.append_batches([producer_batch(1, timestamp=T0 + 1000)])   # at the bound: the same segment
+        assert [s.base_offset for s in log.segments] == [0]
+        log.append_batches([producer_batch(1, timestamp=T0 + 1001)])
+        assert [s.base_offset for s in log.segments] == [0, 2]
+        log.close()
+    assert module is None or module.written == 1
