@@ -63,10 +63,13 @@ def files(directory: Path) -> dict[str, str]:
 
 
 def producer_batch(count: int, *, value_size: int = 10, keyless: bool = False, timestamp: int = T0,
-                   compression: Compression = Compression.NONE, producer_id: int = -1) -> bytes:
+                   compression: Compression = Compression.NONE, producer: tuple[int, int, int] = (-1, -1, -1)
+                   ) -> bytes:
+    """``count`` records; ``producer``: an idempotent producer's id, epoch and first sequence."""
     records = [Record(i, timestamp + i, None if keyless else b"k%d" % i, b"v" * value_size) for i in range(count)]
-    return build_batch(records, compression=compression, producer_id=producer_id,
-                       producer_epoch=0 if producer_id >= 0 else -1, base_sequence=0 if producer_id >= 0 else -1)
+    producer_id, producer_epoch, base_sequence = producer
+    return build_batch(records, compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
+                       base_sequence=base_sequence)
 
 
 def random_config(rng: random.Random) -> LogConfig:
@@ -90,26 +93,54 @@ def random_config(rng: random.Random) -> LogConfig:
     return LogConfig.from_overrides(overrides)
 
 
-def random_batch(rng: random.Random, now: int) -> bytes | bytearray:
-    """Plain as a rule; one time in ten each: keyless, far off in time, compressed, idempotent,
-    damaged somewhere, a bytearray."""
+class Sequences:
+    """An idempotent producer's next sequence, and the batches it sends: in order as a rule, now and
+    then a resend, a gap, a new epoch or a fenced old one."""
+
+    def __init__(self) -> None:
+        self.epoch, self.next, self.last = 0, 0, (0, 0)
+
+    def next_batch(self, rng: random.Random, count: int) -> tuple[tuple[int, int, int], int]:
+        """The producer fields of its next batch of ``count`` records, and the count it sends."""
+        pick = rng.random()
+        if pick < 0.08 and self.next > 0:
+            return (5, self.epoch, self.last[0]), self.last[1]   # a resend of the last batch
+        if pick < 0.12:
+            return (5, self.epoch, self.next + rng.randint(1, 3)), count   # a gap
+        if pick < 0.15:
+            return (5, self.epoch + 1, 0), count           # a new epoch starts at 0
+        if pick < 0.17:
+            return (5, max(0, self.epoch - 1), self.next), count   # fenced, once the epoch has moved
+        return (5, self.epoch, self.next), count
+
+    def written(self, producer: tuple[int, int, int], count: int) -> None:
+        _, epoch, first = producer
+        self.epoch, self.next, self.last = epoch, first + count, (first, count)
+
+
+def random_batch(rng: random.Random, now: int, sequences: Sequences) -> tuple[bytes | bytearray, tuple[int, int, int], int]:
+    """Plain as a rule; one time in ten each: keyless, far off in time, compressed, damaged somewhere,
+    a bytearray; one in four from an idempotent producer."""
     def rarely() -> bool:
         return rng.random() < 0.1
 
+    producer, count = (-1, -1, -1), rng.randint(1, 8)
+    if rng.random() < 0.25:
+        producer, count = sequences.next_batch(rng, count)
     shift = rng.randint(-20_000, 20_000) if rarely() else rng.randint(-100, 100)
-    data = bytearray(producer_batch(rng.randint(1, 8), value_size=rng.randint(0, 60), keyless=rarely(),
-                                    timestamp=now + shift,
+    data = bytearray(producer_batch(count, value_size=rng.randint(0, 60), keyless=rarely(), timestamp=now + shift,
                                     compression=Compression.GZIP if rarely() else Compression.NONE,
-                                    producer_id=5 if rarely() else -1))
+                                    producer=producer))
     if rarely():
         data[rng.randrange(len(data))] ^= rng.randint(1, 255)
-    return data if rarely() else bytes(data)
+    return (data if rarely() else bytes(data)), producer, count
 
 
 def run(log: Log, clock: Clock, rng: random.Random, steps: int) -> list[object]:
     """Appends, by a thread's path and an event loop's, between clock ticks and leader epoch changes:
     what each append answered, and the log's ends after it."""
     seen: list[object] = []
+    sequences = Sequences()
     for _ in range(steps):
         step = rng.random()
         if step < 0.1:
@@ -118,11 +149,13 @@ def run(log: Log, clock: Clock, rng: random.Random, steps: int) -> list[object]:
         if step < 0.12:
             log.leader_epoch += 1
             continue
-        data = random_batch(rng, clock.now)
+        data, producer, count = random_batch(rng, clock.now, sequences)
         try:
             answer: object = log.append_batches([data]) if rng.random() < 0.5 else log.try_append([data])
         except StratalogError as error:
             answer = (type(error).__name__, str(error))
+        if producer[0] >= 0 and isinstance(answer, list) and answer[0].size > 0:
+            sequences.written(producer, count)
         seen.append((answer, log.log_end_offset, log.high_watermark, log.recovery_point, len(log.segments)))
     return seen
 
@@ -161,20 +194,37 @@ def test_a_plain_batch_is_checked_and_written_in_one_native_call_by_either_appen
 
 
 @pytest.mark.parametrize("batch", [
-    producer_batch(3, producer_id=5),                        # its sequence is checked by the reference path
     producer_batch(3, compression=Compression.GZIP),          # compressed
     producer_batch(3, timestamp=T0 + 10 * 3_600_000),         # past message.timestamp.after.max.ms
-], ids=["idempotent", "compressed", "from the future"])
+    producer_batch(3, keyless=True),                          # a compacted topic refuses it
+], ids=["compressed", "from the future", "keyless"])
 def test_a_batch_that_is_not_plain_is_left_to_the_reference_path(tmp_path, batch):
     counting = CountingKernel()
     with kernel(counting):
-        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({"cleanup.policy": "compact"}), Clock())
+        log.append_batches([producer_batch(1)])   # the reference path: leader epoch 0 starts here
         try:
             log.append_batches([batch])
         except StratalogError:
             pass
+        log.append_batches([producer_batch(1)])
         log.close()
-    assert counting.written == 0
+    assert counting.written == 1
+
+
+def test_an_idempotent_producers_batches_in_sequence_take_the_one_call_path_and_a_resend_does_not(tmp_path):
+    counting = CountingKernel()
+    with kernel(counting):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
+        first = log.append_batches([producer_batch(3, producer=(5, 0, 0))])[0]   # scans the producers
+        second = log.append_batches([producer_batch(2, producer=(5, 0, 3))])[0]
+        assert counting.written == 1
+        resend = log.append_batches([producer_batch(2, producer=(5, 0, 3))])[0]
+        third = log.try_append([producer_batch(1, producer=(5, 0, 5))])
+        log.close()
+    assert counting.written == 2
+    assert (first.first_offset, second.first_offset, resend.first_offset) == (0, 3, 3) and resend.size == 0
+    assert third is not None and third[0].first_offset == 5
 
 
 def test_a_roll_and_a_new_leader_epoch_are_left_to_the_reference_path(tmp_path):

@@ -28,19 +28,23 @@ pub struct Limits {
     /// The largest last offset delta that this segment (and, on an event loop, the flush interval)
     /// allows the batch.
     pub max_last_offset_delta: i128,
+    /// The producer id the caller read from the batch, whose sequence it has checked if it is one.
+    pub checked_producer_id: i64,
 }
 
 /// What the caller's `AppendInfo` needs: (last offset delta, max timestamp, record count).
 pub type Accepted = (i32, i64, i32);
 
-/// The facts of `d` when it is one sound, uncompressed v2 batch without a producer id that every
-/// rule accepts as sent and that fits the active segment; None otherwise.
+/// The facts of `d` when it is one sound, uncompressed v2 batch of the producer whose sequence the
+/// caller checked (or of none) that every rule accepts as sent and that fits the active segment;
+/// None otherwise.
 pub fn accept(d: &[u8], limits: &Limits) -> Option<Accepted> {
     let h = v2_head(d)?;
-    // The cheap refusals first: an idempotent producer's batch (its sequence is checked by the
-    // caller) and anything the reference path would refuse or rewrite decline before the CRC.
+    // The cheap refusals first, before the CRC: anything the reference path would refuse or
+    // rewrite, and a producer's batch whose sequence the caller has not checked.
     if h.size != d.len() || h.attributes & (COMPRESSION_BITS | REFUSED_ATTRIBUTES) != 0 || h.base_offset != 0
-        || h.producer_id >= 0 || h.count <= 0 || h.count != h.last_offset_delta.wrapping_add(1)
+        || h.producer_id != limits.checked_producer_id || (h.producer_id >= 0 && h.base_sequence < 0)
+        || h.count <= 0 || h.count != h.last_offset_delta.wrapping_add(1)
         || h.size as i128 > limits.max_message_bytes || h.size as i128 > limits.room
         || i128::from(h.last_offset_delta) > limits.max_last_offset_delta {
         return None;

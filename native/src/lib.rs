@@ -185,22 +185,24 @@ fn leader_batch_facts(data: &Bound<'_, PyAny>)
 /// A leader's append of one producer batch as sent, checked and written in one call (append.rs):
 /// (last offset delta, max timestamp, record count) once `data` is written at `position` of `fd`
 /// with `base_offset` and `leader_epoch` set; None, and nothing written, when anything about it is
-/// not the plain case, so that the caller's reference path decides. A failed write raises OSError
-/// and may leave part of the batch past `position`: the caller truncates it away.
+/// not the plain case, so that the caller's reference path decides. `producer_id`: the batch's, as
+/// the caller read it and checked its sequence (negative: none); a batch of another is declined. A failed
+/// write raises OSError and may leave part of the batch past `position`: the caller truncates it.
 #[pyfunction]
 #[pyo3(signature = (fd, position, data, base_offset, leader_epoch, max_message_bytes, compact,
                     timestamp_before_max_ms, timestamp_after_max_ms, now_ms, room, roll_after_timestamp,
-                    max_last_offset))]
+                    max_last_offset, producer_id))]
 #[allow(clippy::too_many_arguments)]
 fn append_as_sent(py: Python<'_>, fd: i32, position: i64, data: &Bound<'_, PyAny>, base_offset: i64,
                   leader_epoch: i32, max_message_bytes: i128, compact: bool, timestamp_before_max_ms: i128,
                   timestamp_after_max_ms: i128, now_ms: i128, room: i128, roll_after_timestamp: i128,
-                  max_last_offset: i128) -> PyResult<Option<append::Accepted>> {
+                  max_last_offset: i128, producer_id: i64) -> PyResult<Option<append::Accepted>> {
     let bytes = Bytes::of(data)?;
     let d = bytes.slice();
     let limits = append::Limits { max_message_bytes, compact, timestamp_before_max_ms, timestamp_after_max_ms,
                                   now_ms, room, roll_after_timestamp,
-                                  max_last_offset_delta: max_last_offset - i128::from(base_offset) };
+                                  max_last_offset_delta: max_last_offset - i128::from(base_offset),
+                                  checked_producer_id: producer_id };
     let Some(accepted) = append::accept(d, &limits) else { return Ok(None) };
     // The write lets other threads run, as os.pwritev does; the buffer export pins `data`.
     py.detach(|| append::write(fd, position, d, base_offset, leader_epoch))

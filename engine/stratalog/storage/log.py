@@ -15,6 +15,7 @@ leader whose ISR is itself).
 from __future__ import annotations
 
 import copy
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -65,6 +66,9 @@ LATEST_TIERED_TIMESTAMP = -5
 DEFAULT_LEADER_EPOCH = 0
 INLINE_APPEND_MAX_BYTES = 1 << 20   # the largest batch an event loop validates and appends itself
 COMPRESSION_BITS = 0x07             # of the low byte of a v2 batch's attributes
+# A v2 batch's last offset delta, then (past both timestamps) producer id, epoch and base sequence.
+_PRODUCER_FIELDS = struct.Struct(">i16xqhi")
+_PRODUCER_FIELDS_END = 23 + _PRODUCER_FIELDS.size
 
 
 def wall_clock_ms() -> int:
@@ -252,9 +256,10 @@ class Log:
         the common case of an append, without the Python work of ``prepare_append`` and
         ``append_prepared``. None, and nothing written, where the reference path must decide: no
         native kernel, a batch that is not plain or that the topic changes, an idempotent producer's
-        sequence to check, a roll, a new leader epoch to checkpoint; on an event loop (``inline``)
-        also a held lock and a flush that would fall due."""
-        if type(batch) is not bytes:   # a bytearray could change under the write
+        batch that repeats or breaks its sequence (or whose producers are not scanned yet), a roll, a
+        new leader epoch to checkpoint; on an event loop (``inline``) also a held lock and a flush
+        that would fall due."""
+        if type(batch) is not bytes or len(batch) < _PRODUCER_FIELDS_END:   # a bytearray could change mid-write
             return None
         config = self.config
         cached = self._as_sent_rules
@@ -269,14 +274,31 @@ class Log:
             first_offset = segment.next_offset()
             if self.epoch_cache.would_change(self.leader_epoch, first_offset):
                 return None
+            # An idempotent producer's sequence is checked here, before the write; a batch that
+            # repeats an earlier one, or is refused, is the reference path's to answer and name.
+            last_offset_delta, producer_id, producer_epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(batch, 23)
+            producers = None
+            if producer_id >= 0:
+                producers = self.producer_state.producers
+                if producers is None or base_sequence < 0:
+                    return None
+                try:
+                    if producers.check(producer_id, producer_epoch, base_sequence,
+                                       last_sequence(base_sequence, last_offset_delta), self._appending) is not None:
+                        return None
+                except StratalogError:
+                    return None
             now = self.clock() if now_ms is None else now_ms
             # flush.messages falls due at last offset recovery point + flush.messages - 1.
             max_last_offset = self.recovery_point + config.flush_messages - 2 if inline else NEVER
             with self.failures.guard(self.log_dir, self._appending):
                 accepted = segment.try_append_as_sent(batch, first_offset, self.leader_epoch, rules, now,
-                                                      max_last_offset)
+                                                      max_last_offset, producer_id)
                 if accepted is None:
                     return None
+                if producers is not None:
+                    producers.on_batch(producer_id, producer_epoch, base_sequence, accepted[0], first_offset,
+                                       accepted[1])
                 last_offset = first_offset + accepted[0]
                 if self.hw_follows_leo:
                     self.high_watermark = last_offset + 1

@@ -188,11 +188,11 @@ class LogSegment:
         self._next_offset = last_offset + 1
 
     def try_append_as_sent(self, data: bytes, base_offset: int, leader_epoch: int, rules: AsSentRules,
-                           now_ms: int, max_last_offset: int) -> tuple[int, int, int] | None:
+                           now_ms: int, max_last_offset: int, producer_id: int) -> tuple[int, int, int] | None:
         """``append_leader_batch`` of a producer's batch that the native kernel accepts as sent
         (``FileRecords.append_as_sent``), when it needs no roll and its last offset is at most
         ``max_last_offset``: (last offset delta, max timestamp, record count), or None and nothing
-        written. The kernel checks the topic's ``rules`` and this segment's roll conditions as
+        written. ``producer_id``: the batch's, its sequence checked by the caller (negative: none). The kernel checks the topic's ``rules`` and this segment's roll conditions as
         ``should_roll`` states them, from the bounds computed here."""
         if self.offset_index.is_full() or self.time_index.is_full():
             return None
@@ -207,7 +207,8 @@ class LogSegment:
                 return None
         accepted = self.log.append_as_sent(data, base_offset, leader_epoch, (
             rules.max_message_bytes, rules.compact, rules.timestamp_before_max_ms, rules.timestamp_after_max_ms,
-            now_ms, rules.segment_bytes - size, roll_after, min(max_last_offset, self.base_offset + INT32_MAX)))
+            now_ms, rules.segment_bytes - size, roll_after, min(max_last_offset, self.base_offset + INT32_MAX),
+            producer_id))
         if accepted is None:
             return None
         last_offset, max_timestamp = base_offset + accepted[0], accepted[1]
