@@ -1185,7 +1185,9 @@ def caveats(result: dict[str, Any]) -> list[str]:
         "Append: each side's append goes through its leader path with validation, offset assignment and "
         "the write to the page cache; Kafka's appendAsLeader rewrites the pooled batch's header in place, so "
         "the harness resets the batch's base offset to 0 before each append (a fresh producer batch); "
-        "stratalog's Log.append copies the batch once. Every append run starts after a settle wait for the "
+        "stratalog's Log.append writes the producer's bytes as they are, its checks and the pwritev in one "
+        "native call for such a plain batch (LogSegment.try_append_as_sent). Every append run starts after a "
+        "settle wait for the "
         "VM's free page reporting (bench/machine.py), as dd's write does.",
         "Open: Kafka's side does what LogManager.loadLog does for one directory (clean-shutdown marker, "
         "recovery-point and log-start-offset checkpoints, UnifiedLog.create); stratalog's is open_log_manager "
