@@ -204,13 +204,23 @@ fn append_as_sent(py: Python<'_>, fd: i32, position: i64, data: &Bound<'_, PyAny
                                   max_last_offset_delta: max_last_offset - i128::from(base_offset),
                                   checked_producer_id: producer_id };
     let Some(accepted) = append::accept(d, &limits) else { return Ok(None) };
-    // The write lets other threads run, as os.pwritev does; the buffer export pins `data`.
+    // The write lets other threads run, as os.pwritev does. The buffer export stops a resize, not a
+    // change: the caller passes immutable bytes (FileRecords.append_as_sent takes nothing else).
     py.detach(|| append::write(fd, position, d, base_offset, leader_epoch))
-        .map_err(|error| match error.raw_os_error() {
-            Some(code) => PyOSError::new_err((code, error.to_string())),
-            None => PyOSError::new_err(error.to_string()),
-        })?;
+        .map_err(os_error)?;
     Ok(Some(accepted))
+}
+
+/// An `io::Error` as the OSError `os.pwritev` raises: errno and strerror, so that the directory's
+/// offline report reads the same whichever wrote.
+fn os_error(error: std::io::Error) -> PyErr {
+    let text = error.to_string();
+    match error.raw_os_error() {
+        // Rust's text is strerror's followed by " (os error N)".
+        Some(code) => PyOSError::new_err((code, text.strip_suffix(&format!(" (os error {code})")).unwrap_or(&text)
+                                                   .to_string())),
+        None => PyOSError::new_err(text),
+    }
 }
 
 /// Recovery's scan of a segment's batches (see scan.rs): None for a log with v0/v1 entries, else

@@ -261,15 +261,19 @@ class Log:
         that would fall due."""
         if type(batch) is not bytes or len(batch) < _PRODUCER_FIELDS_END:   # a bytearray could change mid-write
             return None
-        config = self.config
-        cached = self._as_sent_rules
-        if cached[0] is not config:
-            cached = self._as_sent_rules = (config, as_sent_rules(config))
-        rules = cached[1]
-        if rules is None or not self.lock.acquire(blocking=not inline):
+        now = self.clock() if now_ms is None else now_ms
+        if not self.lock.acquire(blocking=not inline):
             return None
         try:
-            self._check_open()
+            # The config in force under the lock (alter-configs changes it under the lock).
+            config = self.config
+            cached = self._as_sent_rules
+            if cached[0] is not config:
+                cached = self._as_sent_rules = (config, as_sent_rules(config))
+            rules = cached[1]
+            # A closed or offline log: the reference path checks the batch first and says which fault.
+            if rules is None or self.local.closed or self.failures.is_offline(self.log_dir):
+                return None
             segment = self.local.active_segment
             first_offset = segment.next_offset()
             if self.epoch_cache.would_change(self.leader_epoch, first_offset):
@@ -288,7 +292,6 @@ class Log:
                         return None
                 except StratalogError:
                     return None
-            now = self.clock() if now_ms is None else now_ms
             # flush.messages falls due at last offset recovery point + flush.messages - 1.
             max_last_offset = self.recovery_point + config.flush_messages - 2 if inline else NEVER
             with self.failures.guard(self.log_dir, self._appending):
