@@ -192,8 +192,9 @@ class LogSegment:
         """``append_leader_batch`` of a producer's batch that the native kernel accepts as sent
         (``FileRecords.append_as_sent``), when it needs no roll and its last offset is at most
         ``max_last_offset``: (last offset delta, max timestamp, record count), or None and nothing
-        written. ``producer_id``: the batch's, its sequence checked by the caller (negative: none). The kernel checks the topic's ``rules`` and this segment's roll conditions as
-        ``should_roll`` states them, from the bounds computed here."""
+        written. ``producer_id``: the batch's, its sequence checked by the caller (negative: none).
+        The kernel checks the topic's ``rules`` and this segment's roll conditions as ``should_roll``
+        states them, from the bounds computed here."""
         if self.offset_index.is_full() or self.time_index.is_full():
             return None
         size = self.log.size
