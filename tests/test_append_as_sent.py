@@ -2,8 +2,9 @@
 reference path does: same offsets, same answers and errors, same files, byte for byte.
 
 Both kernels run the same operations on two logs with the same clock: appends of plain, damaged,
-compressed, idempotent and out-of-bounds batches, on a thread's path and an event loop's, across
-size and time rolls, index entries, flushes and leader epoch changes.
+compressed, idempotent, out-of-bounds and re-headed batches, on a thread's path and an event loop's,
+across size, time and full-index rolls, index entries, flushes, leader epoch changes and
+alter-configs.
 """
 
 from __future__ import annotations
