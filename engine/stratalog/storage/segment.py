@@ -47,7 +47,7 @@ class SegmentOffsetOverflowError(StratalogError):
     """An offset that does not fit the segment's int32 relative offsets."""
 
 
-# A time bound that is never passed (the native kernel takes any Python int).
+# A time bound that is never passed (the native kernel takes any Python int); -NEVER is always passed.
 NEVER = 1 << 80
 
 
@@ -198,14 +198,9 @@ class LogSegment:
         if self.offset_index.is_full() or self.time_index.is_full():
             return None
         size = self.log.size
-        roll_after = NEVER
-        if size > 0:   # a time roll is due once the batch's max timestamp passes roll_after
-            limit = rules.segment_ms - self.roll_jitter_ms
-            first_timestamp = self._rolling_based_timestamp if self._rolling_loaded else self._rolling_timestamp()
-            if first_timestamp is not None and first_timestamp >= 0:
-                roll_after = first_timestamp + limit
-            elif now_ms - self.created_ms > limit:
-                return None
+        roll_after = self._time_roll_bound(rules.segment_ms, now_ms) if size > 0 else NEVER
+        if roll_after == -NEVER:   # a time roll is due whatever the batch carries: no need to check it
+            return None
         accepted = self.log.append_as_sent(data, base_offset, leader_epoch, (
             rules.max_message_bytes, rules.compact, rules.timestamp_before_max_ms, rules.timestamp_after_max_ms,
             now_ms, rules.segment_bytes - size, roll_after, min(max_last_offset, self.base_offset + INT32_MAX),
@@ -265,18 +260,23 @@ class LogSegment:
         size = self.log.size
         if size > params.max_segment_bytes - params.append_size:
             return True
-        if size > 0 and self._time_waited_for_roll(params) > params.max_segment_ms - self.roll_jitter_ms:
+        if size > 0 and params.max_timestamp_in_append > self._time_roll_bound(params.max_segment_ms, params.now_ms):
             return True
         if self.offset_index.is_full() or self.time_index.is_full():
             return True
         relative = params.last_offset_in_append - self.base_offset
         return not 0 <= relative <= INT32_MAX
 
-    def _time_waited_for_roll(self, params: RollParams) -> int:
+    def _time_roll_bound(self, max_segment_ms: int, now_ms: int) -> int:
+        """The largest max timestamp an append may carry before this (non-empty) segment rolls by time:
+        ``segment.ms`` less the jitter past its first batch's timestamp. Without one (no batch with a
+        timestamp), the time since the segment was made decides for any append: ``-NEVER`` once it is
+        past (every append rolls), ``NEVER`` before."""
+        limit = max_segment_ms - self.roll_jitter_ms
         first_timestamp = self._rolling_based_timestamp if self._rolling_loaded else self._rolling_timestamp()
         if first_timestamp is not None and first_timestamp >= 0:
-            return params.max_timestamp_in_append - first_timestamp
-        return params.now_ms - self.created_ms
+            return first_timestamp + limit
+        return -NEVER if now_ms - self.created_ms > limit else NEVER
 
     def on_become_inactive(self) -> None:
         """At roll: the final time-index entry, then trim every file to its content."""
