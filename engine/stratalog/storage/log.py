@@ -281,7 +281,6 @@ class Log:
             # An idempotent producer's sequence is checked here, before the write; a batch that
             # repeats an earlier one, or is refused, is the reference path's to answer and name.
             last_offset_delta, producer_id, producer_epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(batch, 23)
-            producers = None
             if producer_id >= 0:
                 producers = self.producer_state.producers
                 if producers is None or base_sequence < 0:
@@ -299,16 +298,9 @@ class Log:
                                                       max_last_offset, producer_id)
                 if accepted is None:
                     return None
-                if producers is not None:
-                    producers.on_batch(producer_id, producer_epoch, base_sequence, accepted[0], first_offset,
-                                       accepted[1])
-                last_offset = first_offset + accepted[0]
-                if self.hw_follows_leo:
-                    self.high_watermark = last_offset + 1
-                if self._flush_due(last_offset):
-                    self.flush()
-            return AppendInfo(first_offset, last_offset, accepted[1], -1, accepted[2], len(batch),
-                              self.log_start_offset)
+                last_offset_delta, max_timestamp, record_count = accepted
+                return self._written(ValidatedBatch(batch, last_offset_delta, max_timestamp, -1, record_count,
+                                                    producer_id, producer_epoch, base_sequence), first_offset)
         finally:
             self.lock.release()
 
@@ -445,6 +437,12 @@ class Log:
             segment = self.roll()
         segment.append_leader_batch(first_offset, self.leader_epoch, last_offset, validated.max_timestamp, data)
         self.epoch_cache.assign(self.leader_epoch, first_offset)
+        return self._written(validated, first_offset)
+
+    def _written(self, validated: ValidatedBatch, first_offset: int) -> AppendInfo:
+        """What follows the write of ``validated`` at ``first_offset`` on either append path: the
+        producer's batch recorded, the high watermark of a single copy moved, a flush that fell due."""
+        last_offset = first_offset + validated.last_offset_delta
         producers = self.producer_state.producers
         if producers is not None:   # a producer's batch is neither transactional nor a marker
             producers.on_batch(validated.producer_id, validated.producer_epoch, validated.base_sequence,
@@ -454,7 +452,7 @@ class Log:
         if self._flush_due(last_offset):   # after a roll, whose flush moved the recovery point
             self.flush()
         return AppendInfo(first_offset, last_offset, validated.max_timestamp, validated.log_append_time,
-                          validated.record_count, len(data), self.log_start_offset)
+                          validated.record_count, len(validated.data), self.log_start_offset)
 
     def _flush_due(self, last_offset: int) -> bool:
         return last_offset + 1 - self.recovery_point >= self.config.flush_messages
