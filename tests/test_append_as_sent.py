@@ -287,25 +287,6 @@ def test_an_event_loop_append_that_would_fall_due_for_a_flush_is_declined(tmp_pa
     assert counting.written == 1
 
 
-def test_a_failed_one_call_write_leaves_no_partial_batch_and_takes_the_directory_offline(tmp_path):
-    """The write fails as a full disk fails it: the file is cut back and the directory goes offline."""
-    class FailingKernel(CountingKernel):
-        def append_as_sent(self, fd: int, position: int, data: Any, *rest: Any) -> Any:
-            import os
-            os.pwrite(fd, bytes(data[:100]), position)   # part of the batch got out before the failure
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-    with kernel(FailingKernel()):
-        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
-        log.append_batches([producer_batch(1)])   # the reference path: leader epoch 0 starts here
-        size = log.active_segment.size
-        with pytest.raises(KafkaStorageError, match="ENOSPC"):
-            log.append_batches([producer_batch(2)])
-        assert log.offline and log.log_end_offset == 1
-        assert log.active_segment.size == size == (tmp_path / "t-0" / "00000000000000000000.log").stat().st_size
-        log.close()
-
-
 @pytest.mark.parametrize("module", [None, CountingKernel()], ids=["python", "native"])
 def test_a_batch_rolls_the_segment_by_time_only_once_its_max_timestamp_is_past_segment_ms(tmp_path, module):
     with kernel(module):
@@ -314,6 +295,23 @@ def test_a_batch_rolls_the_segment_by_time_only_once_its_max_timestamp_is_past_s
         log.append_batches([producer_batch(1, timestamp=T0 + 1000)])   # at the bound: the same segment
         assert [s.base_offset for s in log.segments] == [0]
         log.append_batches([producer_batch(1, timestamp=T0 + 1001)])
+        assert [s.base_offset for s in log.segments] == [0, 2]
+        log.close()
+    assert module is None or module.written == 1
+
+
+@pytest.mark.parametrize("module", [None, CountingKernel()], ids=["python", "native"])
+def test_a_segment_of_batches_without_timestamps_rolls_once_segment_ms_has_passed_since_it_was_made(
+        tmp_path, module):
+    clock = Clock()
+    with kernel(module):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({"segment.ms": 1000}), clock)
+        log.append_batches([producer_batch(1, timestamp=-1)])
+        clock.now += 1000
+        log.append_batches([producer_batch(1, timestamp=-1)])   # at the bound: the same segment
+        assert [s.base_offset for s in log.segments] == [0]
+        clock.now += 1
+        log.append_batches([producer_batch(1, timestamp=-1)])
         assert [s.base_offset for s in log.segments] == [0, 2]
         log.close()
     assert module is None or module.written == 1
@@ -382,8 +380,9 @@ def test_a_damaged_batch_to_a_closed_or_offline_log_is_refused_as_the_reference_
     assert answers[0] == answers[1] and answers[0][0] == "CorruptRecordError"
 
 
-def test_a_one_call_write_on_a_full_disk_reports_what_a_python_write_reports(tmp_path):
-    """A real full tmpfs: the native write's OSError carries errno and strerror as os.pwritev's does."""
+def test_a_one_call_write_on_a_full_disk_reports_what_a_python_write_reports_and_leaves_no_partial_batch(tmp_path):
+    """A real full tmpfs: the native write's OSError carries errno and strerror as os.pwritev's does,
+    and the torn write is cut back."""
     small = Tmpfs(tmp_path / "small", size="1m")
     try:
         counting = CountingKernel()
@@ -393,8 +392,14 @@ def test_a_one_call_write_on_a_full_disk_reports_what_a_python_write_reports(tmp
             small.fill()
             with pytest.raises(KafkaStorageError) as refused:
                 for _ in range(1000):
+                    end = log.log_end_offset
+                    size = log.active_segment.size
                     log.append_batches([producer_batch(8, value_size=1000)])
             offline = log.failures.offline()[log.log_dir]
+            # The part of the batch that fitted the file's last page is cut: the file ends at the last
+            # batch written whole.
+            assert log.log_end_offset == end and log.active_segment.size == size
+            assert log.active_segment.log.path.stat().st_size == size
             log.close()
         assert counting.calls == counting.written + 1   # the native write is the one that failed
         assert (offline.errno_name, offline.reason) == ("ENOSPC", os.strerror(errno.ENOSPC))
