@@ -291,7 +291,16 @@ class ReplicaManager:
         then reads again; ``read_seconds`` is the time of the read that answered.
         """
         self._leader_or_refuse(tp, "fetch from")
-        start = self.log(tp).log_start_offset if offset is None else offset
+        log = self.log(tp)
+        start = log.log_start_offset if offset is None else offset
+        # A consumer keeping up reads the tail on the loop and has bytes, or asked not to wait: one read
+        # answers it, without fetch_many's wait machinery. Anything else (a read that might block, an
+        # empty one to wait on) goes there, which reads again after taking its wake-up events.
+        fetched = try_read_whole_batches(log, start, max_bytes, isolation, zero_copy=zero_copy)
+        if fetched is not None:
+            if fetched.size or max_wait_ms <= 0 or self.shutting_down:
+                return fetched
+            fetched.release()
         [answer] = await self.fetch_many([(tp, start, max_bytes)], max_wait_ms, 1, max_bytes, isolation,
                                          zero_copy=zero_copy)
         if isinstance(answer, StratalogError):

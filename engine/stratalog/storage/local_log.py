@@ -109,7 +109,10 @@ class LocalLog:
              min_one_message: bool, zero_copy: bool) -> SegmentSlice | None:
         """Batches from the segment holding ``start_offset`` on, below ``max_offset``, within ``max_bytes``;
         ``active`` and its size as the caller saw them under the lock (appends may go on meanwhile)."""
-        for segment in self.segments_from(start_offset):
+        # A read within the active segment (a consumer at the tail) needs no walk of the segment list:
+        # what lies past it was appended after the caller's look and is above ``max_offset``.
+        segments = (active,) if start_offset >= active.base_offset else self.segments_from(start_offset)
+        for segment in segments:
             max_position = active_size if segment is active else None
             if max_offset < segment.next_offset():
                 bound = segment.translate_offset(max_offset)
