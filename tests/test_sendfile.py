@@ -72,9 +72,9 @@ def test_a_fetch_answer_corks_its_connection_and_uncorks_it_or_does_neither_wher
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             sock = writer.get_extra_info("socket")
-            states.append(region_response._cork(writer.transport, True))
+            states.append(region_response._cork(sock, True))
             states.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
-            states.append(region_response._cork(writer.transport, False))
+            states.append(region_response._cork(sock, False))
             states.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
             writer.close()
 
@@ -87,3 +87,14 @@ def test_a_fetch_answer_corks_its_connection_and_uncorks_it_or_does_neither_wher
 
     # (corked?, TCP_CORK after, released?, TCP_CORK after)
     assert asyncio.run(corked_states()) == ([True, 1, True, 0] if cork else [False, 0, False, 0])
+
+
+def test_a_connection_that_is_not_tcp_is_left_uncorked_and_so_is_one_without_a_socket():
+    import socket
+
+    from stratalog.server import region_response
+
+    left, right = socket.socketpair(socket.AF_UNIX)
+    with left, right:
+        assert region_response._cork(left, True) is False   # the kernel refuses TCP_CORK on it
+    assert region_response._cork(None, True) is False

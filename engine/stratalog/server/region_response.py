@@ -8,10 +8,9 @@ dropped unsent closes with its file object); a short one closes the connection (
 
 from __future__ import annotations
 
-import asyncio
 import socket
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.web_request import BaseRequest
 
@@ -21,16 +20,17 @@ from stratalog.server.sendfile import send_region
 
 class RegionResponse(web.StreamResponse):
     def __init__(self, region: FileRegion, *, content_type: str, headers: dict[str, str]) -> None:
-        super().__init__(headers=headers)
-        self.content_type = content_type
-        self.content_length = region.size
+        # Set as plain headers: the content_type and content_length setters parse and rebuild them,
+        # a cost on every fetch.
+        super().__init__(headers={**headers, hdrs.CONTENT_TYPE: content_type, hdrs.CONTENT_LENGTH: str(region.size)})
         self._region = region
 
     async def prepare(self, request: BaseRequest) -> AbstractStreamWriter | None:
         if self.prepared:
             return await super().prepare(request)
         region = self._region
-        corked = _cork(request.transport, True)
+        sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+        corked = _cork(sock, True)
         try:
             writer = await super().prepare(request)   # the headers go now (a StreamResponse's way)
             if request.transport is None:
@@ -40,21 +40,22 @@ class RegionResponse(web.StreamResponse):
             return writer
         finally:
             if corked:
-                _cork(request.transport, False)
+                _cork(sock, False)
             region.close()
 
 
 _TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)   # Linux's; elsewhere the two segments stay two
 
 
-def _cork(transport: asyncio.BaseTransport | None, on: bool) -> bool:
+def _cork(sock: socket.socket | None, on: bool) -> bool:
     """Hold (``on``) or release the connection's partial segments (TCP_CORK), so that the headers and
-    the records leave in one segment rather than two; the receiver then wakes and parses once."""
-    sock = transport.get_extra_info("socket") if transport is not None else None
-    if _TCP_CORK is None or sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+    the records leave in one segment rather than two; the receiver then wakes and parses once. False
+    where there is nothing to hold: no TCP_CORK here, no socket, a socket that is not TCP (the kernel
+    refuses the option), or one closed meanwhile."""
+    if _TCP_CORK is None or sock is None:
         return False
     try:
         sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1 if on else 0)
-    except OSError:   # closed meanwhile: nothing to hold or release
+    except OSError:
         return False
     return True
