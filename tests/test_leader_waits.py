@@ -15,7 +15,7 @@ from stratalog.broker.delayed_produce import DelayedProduces
 from stratalog.broker.partition import ReplicaFetch
 from stratalog.broker.produce import Acks
 from stratalog.broker.replication import ReplicaSet, ReplicationSettings
-from stratalog.common.errors import RequestTimedOutError
+from stratalog.common.errors import NotLeaderOrFollowerError, RequestTimedOutError
 from stratalog.common.names import TopicPartition
 from stratalog.records import Record, build_batch
 from stratalog.server.replication import LeaderSession
@@ -214,6 +214,30 @@ def test_an_acks_all_produce_still_waiting_when_shutdown_began_says_so_at_its_ne
 
     message = asyncio.run(run())
     assert "shut down" in message and "request.timeout.ms" not in message
+
+
+def test_deleting_a_topic_answers_its_waiting_acks_all_produce_at_once_and_stops_replicating_it(replicated):
+    """A topic deleted through the engine's own API stops being replicated here before its logs go
+    (Kafka's StopReplica with deletion): an acks=all produce still waiting on it answers
+    NOT_LEADER_OR_FOLLOWER now, not when request.timeout.ms (30 s) runs out."""
+    broker, controller, replicas = replicated()
+
+    async def run() -> tuple[str, float, bool]:
+        broker.attach_replicas(replicas, asyncio.get_running_loop())
+        replicas.apply_state(TP, controller.create(TP, (0, 1, 2)), NOWHERE)   # followers never fetch
+        produce = asyncio.ensure_future(broker.append_records(TP, [one_record()], Acks.ALL, 0))
+        await asyncio.sleep(0.05)
+        assert not produce.done()
+        started = time.monotonic()
+        await broker.delete_topic(TP.topic)
+        try:
+            await asyncio.wait_for(produce, 10)
+        except NotLeaderOrFollowerError as error:
+            return str(error), time.monotonic() - started, TP in replicas.partitions
+        raise AssertionError("the produce was acknowledged without its followers")
+
+    message, waited, still_a_replica = asyncio.run(run())
+    assert "leadership moved" in message and waited < 10 and not still_a_replica
 
 
 def test_a_followers_fetcher_made_before_the_transport_attached_reports_to_the_transport(replicated):

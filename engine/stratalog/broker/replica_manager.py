@@ -509,10 +509,17 @@ class ReplicaManager:
 
     # -- topics ---------------------------------------------------------------------------------
     async def delete_topic(self, topic: str) -> tuple[list[int], list[str]]:
-        """Delete ``topic``; fetches waiting on its partitions answer now. (partitions, renamed dirs)"""
+        """Delete ``topic``; fetches waiting on its partitions answer now. (partitions, renamed dirs)
+
+        With replication on, its partitions first stop being replicas here (Kafka's StopReplica with
+        deletion, as the operator's agent does it): no fetcher appends to a log being deleted, and an
+        acks=all produce waiting on one answers NOT_LEADER_OR_FOLLOWER now, not at request.timeout.ms."""
         refuse_internal(topic, "delete")
         def run() -> tuple[list[int], list[str]]:
             partitions = self.held_partitions(topic)
+            if self.replicas is not None:
+                for partition in partitions:
+                    self.replicas.remove(TopicPartition(topic, partition))
             return partitions, [str(p) for p in self.topics.delete_topic(topic)]
 
         partitions, renamed = await self.run(run)
