@@ -4,6 +4,7 @@ batch, followers' long polls for new data (Kafka's DelayedProduce and DelayedFet
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -238,6 +239,33 @@ def test_deleting_a_topic_answers_its_waiting_acks_all_produce_at_once_and_stops
 
     message, waited, still_a_replica = asyncio.run(run())
     assert "leadership moved" in message and waited < 10 and not still_a_replica
+
+
+def test_a_state_applied_while_a_topic_is_deleted_waits_until_its_logs_are_gone(replicated):
+    """The removal from the replica set and the deletion are one step for the controller's states: one
+    arriving between them would make a replica again of a log being deleted."""
+    broker, controller, replicas = replicated()
+    state = controller.create(TP, (0, 1, 2))
+    replicas.apply_state(TP, state, NOWHERE)
+    seen: list[str] = []
+
+    def apply_again() -> None:
+        replicas.apply_state(TP, state, NOWHERE)
+        seen.append("state applied")
+
+    racing = threading.Thread(target=apply_again)
+
+    def delete() -> list[str]:
+        racing.start()
+        racing.join(0.3)   # it has the time to slip in, if the replica set's lock lets it
+        deleted = [str(p) for p in broker.topics.delete_topic(TP.topic)]
+        seen.append(f"logs deleted; the state waiting: {racing.is_alive()}; a replica: {TP in replicas.partitions}")
+        return deleted
+
+    partitions, deleted = replicas.remove_then(TP.topic, lambda: broker.held_partitions(TP.topic), delete)
+    racing.join(10)
+    assert partitions == [0] and len(deleted) == 1
+    assert seen == ["logs deleted; the state waiting: True; a replica: False", "state applied"]
 
 
 def test_a_followers_fetcher_made_before_the_transport_attached_reports_to_the_transport(replicated):

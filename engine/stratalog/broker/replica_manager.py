@@ -516,11 +516,12 @@ class ReplicaManager:
         acks=all produce waiting on one answers NOT_LEADER_OR_FOLLOWER now, not at request.timeout.ms."""
         refuse_internal(topic, "delete")
         def run() -> tuple[list[int], list[str]]:
-            partitions = self.held_partitions(topic)
+            def delete() -> list[str]:
+                return [str(p) for p in self.topics.delete_topic(topic)]
+
             if self.replicas is not None:
-                for partition in partitions:
-                    self.replicas.remove(TopicPartition(topic, partition))
-            return partitions, [str(p) for p in self.topics.delete_topic(topic)]
+                return self.replicas.remove_then(topic, lambda: self.held_partitions(topic), delete)
+            return self.held_partitions(topic), delete()
 
         partitions, renamed = await self.run(run)
         for partition in partitions:

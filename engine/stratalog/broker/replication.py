@@ -19,8 +19,9 @@ import contextlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from stratalog.broker.controller import Controller
 from stratalog.broker.fetcher import FetcherSettings, LeaderFetcher, LeaderSessionClient
@@ -31,6 +32,8 @@ from stratalog.common.config import EngineConfig
 from stratalog.common.errors import NotLeaderOrFollowerError
 from stratalog.common.names import TopicPartition
 from stratalog.storage.log_manager import LogManager
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +129,17 @@ class ReplicaSet:
         if partition is not None:
             partition.resign()
             self.on_high_watermark(tp)
+
+    def remove_then(self, topic: str, held: Callable[[], Iterable[int]], delete: Callable[[], T]
+                    ) -> tuple[list[int], T]:
+        """Stop replicating the partitions of ``topic`` that ``held`` names, then run ``delete`` (their
+        logs' deletion), all under this set's lock: a state applied meanwhile would otherwise make a
+        replica again of a log being deleted, or make the log again just after. (partitions, result)"""
+        with self._lock:
+            partitions = list(held())
+            for partition in partitions:
+                self.remove(TopicPartition(topic, partition))
+            return partitions, delete()
 
     def _unfollow(self, tp: TopicPartition) -> None:
         fetcher = self.fetchers.pop(tp, None)
