@@ -98,3 +98,18 @@ def test_a_connection_that_is_not_tcp_is_left_uncorked_and_so_is_one_without_a_s
     with left, right:
         assert region_response._cork(left, True) is False   # the kernel refuses TCP_CORK on it
     assert region_response._cork(None, True) is False
+
+
+def test_a_region_answer_announces_its_own_type_and_length_over_any_given_whatever_their_case(tmp_path: Path):
+    from stratalog.server.region_response import RegionResponse
+
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"x" * 100)
+    with open(path, "rb") as file:
+        region = FileRegion.of(file.fileno(), 10, 80, str(path))
+    answer = RegionResponse(region, content_type="application/vnd.kafka.record-batch",
+                            headers={"content-type": "text/plain", "CONTENT-LENGTH": "1", "X-Next-Offset": "7"})
+    region.close()
+    assert answer.headers.getall("Content-Type") == ["application/vnd.kafka.record-batch"]
+    assert answer.headers.getall("Content-Length") == ["80"]
+    assert answer.headers["X-Next-Offset"] == "7"

@@ -18,11 +18,15 @@ from stratalog.broker.fetch import FileRegion
 from stratalog.server.sendfile import send_region
 
 
+_OWN_HEADERS = frozenset((hdrs.CONTENT_TYPE.lower(), hdrs.CONTENT_LENGTH.lower()))
+
+
 class RegionResponse(web.StreamResponse):
     def __init__(self, region: FileRegion, *, content_type: str, headers: dict[str, str]) -> None:
         # Set as plain headers: the content_type and content_length setters parse and rebuild them,
-        # a cost on every fetch.
-        super().__init__(headers={**headers, hdrs.CONTENT_TYPE: content_type, hdrs.CONTENT_LENGTH: str(region.size)})
+        # a cost on every fetch. As the setters do, they replace any given, whatever its case.
+        given = {name: value for name, value in headers.items() if name.lower() not in _OWN_HEADERS}
+        super().__init__(headers={**given, hdrs.CONTENT_TYPE: content_type, hdrs.CONTENT_LENGTH: str(region.size)})
         self._region = region
 
     async def prepare(self, request: BaseRequest) -> AbstractStreamWriter | None:
