@@ -107,6 +107,33 @@ def config_schema(table: Mapping[str, ConfigKey], description: str) -> Schema:
     }
 
 
+def _cel_field(name: str) -> str:
+    """A config key as a CEL field of ``self`` (Kubernetes escapes '.' in property names as __dot__)."""
+    return "self." + name.replace(".", "__dot__")
+
+
+def _at_most(lower: str, upper: str, table: Mapping[str, ConfigKey]) -> str:
+    """A CEL rule: ``lower`` ≤ ``upper``, each its default where unset."""
+    def value(name: str) -> str:
+        field = _cel_field(name)
+        return f"(has({field}) ? {field} : {table[name].default})"
+    return f"{value(lower)} <= {value(upper)}"
+
+
+def engine_settings_schema() -> Schema:
+    """The engine's settings, with the rule across keys that the engine checks at start (KafkaConfig's):
+    refused by the API server rather than by an engine that then cannot start."""
+    schema = config_schema(ENGINE_CONFIGS, "Engine (broker-level) settings under Kafka's names, e.g. "
+                                           "log.cleaner.threads. Unknown keys are refused.")
+    wait, lag = ENGINE_CONFIGS["replica.fetch.wait.max.ms"], ENGINE_CONFIGS["replica.lag.time.max.ms"]
+    schema["x-kubernetes-validations"] = [{
+        "rule": _at_most(wait.name, lag.name, ENGINE_CONFIGS),
+        "message": f"{wait.name} must not be greater than {lag.name} (a follower's fetch may wait that long at "
+                   f"its leader, and one not caught up for {lag.name} leaves the ISR); unset, they are "
+                   f"{wait.default} and {lag.default}"}]
+    return schema
+
+
 # -- shared pieces -----------------------------------------------------------------------
 
 def _conditions() -> Schema:
@@ -284,10 +311,7 @@ def logdir_crd() -> Schema:
                     "image": {"type": "string", "maxLength": 1024,
                               "description": "Container image; the operator's own image when unset."},
                     "resources": _resources(),
-                    "settings": config_schema(
-                        ENGINE_CONFIGS,
-                        "Engine (broker-level) settings under Kafka's names, e.g. log.cleaner.threads. "
-                        "Unknown keys are refused."),
+                    "settings": engine_settings_schema(),
                 },
             },
             "topicDefaults": config_schema(

@@ -179,6 +179,25 @@ def test_invalid_engine_setting_refused(installed: KubeCluster, ns: str) -> None
     assert rc != 0 and "spec.engine.settings.log.cleaner.threads" in out, out
 
 
+@pytest.mark.parametrize("settings, refused", [
+    ("{replica.fetch.wait.max.ms: 40000}", True),                                  # above the default lag
+    ("{replica.lag.time.max.ms: 400}", True),                                      # below the default wait
+    ("{replica.fetch.wait.max.ms: 40000, replica.lag.time.max.ms: 60000}", False),
+    ("{replica.fetch.wait.max.ms: 30000}", False),                                 # equal is allowed
+], ids=["wait-above-default-lag", "lag-below-default-wait", "both-set-in-order", "wait-equal-to-lag"])
+def test_a_followers_fetch_wait_longer_than_the_isr_allows_is_refused_whatever_is_left_unset(
+        installed: KubeCluster, ns: str, settings: str, refused: bool) -> None:
+    """The engine refuses replica.fetch.wait.max.ms > replica.lag.time.max.ms at start (KafkaConfig's
+    rule), so the API server refuses the LogDir first, an unset key counting at its default."""
+    manifest = _logdir("waits", ("a", "1Gi")) + f"  engine:\n    settings: {settings}\n"
+    rc, out = _apply(installed, ns, manifest, check=False)
+    if refused:
+        assert rc != 0 and "spec.engine.settings" in out and "must not be greater than replica.lag" in out, out
+    else:
+        assert rc == 0, out
+        installed.kubectl_run("delete", "-n", ns, "logdir", "waits", "--wait=false")
+
+
 def test_explain_teaches_config(installed: KubeCluster) -> None:
     out = installed.kubectl_run("explain", "topics.spec.config").stdout
     doc = " ".join(TOPIC_CONFIGS["retention.ms"].doc.split())
