@@ -182,9 +182,11 @@ def test_invalid_engine_setting_refused(installed: KubeCluster, ns: str) -> None
 @pytest.mark.parametrize("settings, refused", [
     ("{replica.fetch.wait.max.ms: 40000}", True),                                  # above the default lag
     ("{replica.lag.time.max.ms: 400}", True),                                      # below the default wait
+    ("{replica.fetch.wait.max.ms: 60000, replica.lag.time.max.ms: 40000}", True),
     ("{replica.fetch.wait.max.ms: 40000, replica.lag.time.max.ms: 60000}", False),
     ("{replica.fetch.wait.max.ms: 30000}", False),                                 # equal is allowed
-], ids=["wait-above-default-lag", "lag-below-default-wait", "both-set-in-order", "wait-equal-to-lag"])
+], ids=["wait-above-default-lag", "lag-below-default-wait", "both-set-out-of-order", "both-set-in-order",
+        "wait-equal-to-lag"])
 def test_a_followers_fetch_wait_longer_than_the_isr_allows_is_refused_whatever_is_left_unset(
         installed: KubeCluster, ns: str, settings: str, refused: bool) -> None:
     """The engine refuses replica.fetch.wait.max.ms > replica.lag.time.max.ms at start (KafkaConfig's
