@@ -50,6 +50,36 @@ def test_a_fetch_reads_tails_on_the_loop_and_older_segments_on_a_thread_in_order
     assert sent[0] == first and 0 < len(sent[1]) <= 700 and sent[2] == b""
 
 
+def test_an_append_that_lands_just_after_a_long_polls_empty_read_answers_it_at_once(started_broker):
+    """The first read of a long poll finds nothing; an append lands before the poll starts waiting. The
+    poll must not sleep through it (Kafka's DelayedFetch checks again once it is registered): its
+    wake-up is taken before a read that can still see the append."""
+    broker = started_broker()
+    broker.topics.create_topic("t", 1)
+    log = broker.log(OLD)
+    reads: list[bool] = []
+    real_try_read = log.try_read
+
+    def read_then_append(*args, **kwargs):
+        found = real_try_read(*args, **kwargs)
+        reads.append(found is not None and bool(found.data))
+        if len(reads) == 1:   # just after the first, empty read: an append, as a producer's would land
+            log.append(batch(2))
+            broker.signals.notify(OLD)
+        return found
+
+    log.try_read = read_then_append   # type: ignore[method-assign]
+
+    async def long_poll() -> tuple[int, float]:
+        started = asyncio.get_running_loop().time()
+        fetched = await broker.fetch(OLD, 0, 1 << 20, 5_000)
+        return fetched.next_offset, asyncio.get_running_loop().time() - started
+
+    next_offset, waited = asyncio.run(long_poll())
+    assert next_offset == 2 and waited < 2.5   # not the 5 s max wait
+    assert reads[0] is False
+
+
 def test_a_read_handed_on_without_its_region_keeps_every_other_fact():
     # FetchInfo.without_region lists the fields by hand (dataclasses.replace costs a fetch more):
     # a field added to FetchInfo and not to it would be dropped silently.

@@ -291,16 +291,7 @@ class ReplicaManager:
         then reads again; ``read_seconds`` is the time of the read that answered.
         """
         self._leader_or_refuse(tp, "fetch from")
-        log = self.log(tp)
-        start = log.log_start_offset if offset is None else offset
-        # A consumer keeping up reads the tail on the loop and has bytes, or asked not to wait: one read
-        # answers it, without fetch_many's wait machinery. Anything else (a read that might block, an
-        # empty one to wait on) goes there, which reads again after taking its wake-up events.
-        fetched = try_read_whole_batches(log, start, max_bytes, isolation, zero_copy=zero_copy)
-        if fetched is not None:
-            if fetched.size or max_wait_ms <= 0 or self.shutting_down:
-                return fetched
-            fetched.release()
+        start = self.log(tp).log_start_offset if offset is None else offset
         [answer] = await self.fetch_many([(tp, start, max_bytes)], max_wait_ms, 1, max_bytes, isolation,
                                          zero_copy=zero_copy)
         if isinstance(answer, StratalogError):
@@ -346,23 +337,35 @@ class ReplicaManager:
                 raise
             return out
 
-        existing = {tp for tp, _, _ in reads if tp in self.engine.manager.logs_view()}
+        def take_events() -> list[asyncio.Event]:
+            """Wake-up events, taken before the reads they guard, and only for partitions that exist:
+            a request naming made-up ones must not leave an event behind for each."""
+            logs = self.engine.manager.logs_view()
+            return [self.signals.event(tp) for tp, _, _ in reads if tp in logs]
+
+        # The first pass reads without events: most fetches (a consumer keeping up, one that may not
+        # wait) are answered by it. One that must wait takes its events and reads again before it
+        # waits, so that an append between the read and the wait still wakes it.
+        events: list[asyncio.Event] | None = None
         while True:
-            # Taken before the reads, and only for partitions that exist: a request naming made-up
-            # ones must not leave an event behind for each.
-            events = [self.signals.event(tp) for tp in existing]
             # The tail of a log is read here on the loop (Log.try_read): a hop to the io pool and
             # back costs more than the read, and each hop waits its turn for the interpreter lock.
             results = read_all([], blocking=False)
             if len(results) < len(reads):
                 results = await self.run(functools.partial(read_all, results, blocking=True))
-            size = sum(r.size for r in results if isinstance(r, FetchedBatches))
-            failed = any(isinstance(r, StratalogError) for r in results)
+            size, failed = 0, False
+            for result in results:
+                if isinstance(result, FetchedBatches):
+                    size += result.size
+                else:
+                    failed = True
             remaining = deadline - loop.time()
             if size >= min_bytes or failed or remaining <= 0 or self.shutting_down or not reads:
                 return results
-            _release(results)   # read again after the wait
-            await self.signals.wait_any(events, remaining)
+            _release(results)   # read again, after taking the events or after the wait
+            if events is not None:
+                await self.signals.wait_any(events, remaining)
+            events = take_events()
 
     # -- replication: a follower's fetch ----------------------------------------------------------
     async def replica_fetch(self, tp: TopicPartition, fetch: ReplicaFetch, max_wait_ms: int,
