@@ -519,12 +519,12 @@ class ReplicaManager:
         acks=all produce waiting on one answers NOT_LEADER_OR_FOLLOWER now, not at request.timeout.ms."""
         refuse_internal(topic, "delete")
         def run() -> tuple[list[int], list[str]]:
+            partitions = self.held_partitions(topic)   # an unknown topic is refused here, before anything
+
             def delete() -> list[str]:
                 return [str(p) for p in self.topics.delete_topic(topic)]
 
-            if self.replicas is not None:
-                return self.replicas.remove_then(topic, lambda: self.held_partitions(topic), delete)
-            return self.held_partitions(topic), delete()
+            return partitions, delete() if self.replicas is None else self.replicas.remove_topic_then(topic, delete)
 
         partitions, renamed = await self.run(run)
         for partition in partitions:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -130,16 +130,14 @@ class ReplicaSet:
             partition.resign()
             self.on_high_watermark(tp)
 
-    def remove_then(self, topic: str, held: Callable[[], Iterable[int]], delete: Callable[[], T]
-                    ) -> tuple[list[int], T]:
-        """Stop replicating the partitions of ``topic`` that ``held`` names, then run ``delete`` (their
-        logs' deletion), all under this set's lock: a state applied meanwhile would otherwise make a
-        replica again of a log being deleted, or make the log again just after. (partitions, result)"""
+    def remove_topic_then(self, topic: str, delete: Callable[[], T]) -> T:
+        """Stop replicating every partition of ``topic`` held here, then run ``delete`` (their logs'
+        deletion), both under this set's lock: a state applied in between would otherwise make a
+        replica again of a log being deleted, or make the log again just after."""
         with self._lock:
-            partitions = list(held())
-            for partition in partitions:
-                self.remove(TopicPartition(topic, partition))
-            return partitions, delete()
+            for tp in [tp for tp in self.partitions if tp.topic == topic]:
+                self.remove(tp)
+            return delete()
 
     def _unfollow(self, tp: TopicPartition) -> None:
         fetcher = self.fetchers.pop(tp, None)
