@@ -206,14 +206,16 @@ class OffsetIndex(_Index):
 
     def append(self, offset: int, position: int) -> None:
         """Index the batch whose *last* offset is ``offset`` and which starts at ``position``."""
-        self._ensure_loaded()
-        if self._keys and offset <= self._keys[-1]:
+        if not self._loaded:   # (checked here first: every append of a batch past the interval comes here)
+            self._ensure_loaded()
+        keys = self._keys
+        if keys and offset <= keys[-1]:
             raise CorruptIndexError(
-                f"{self.path}: offset {offset} is not larger than the last indexed offset {self._keys[-1]}"
+                f"{self.path}: offset {offset} is not larger than the last indexed offset {keys[-1]}"
             )
-        if self.is_full():
+        if len(keys) >= self.max_entries:
             raise CorruptIndexError(f"{self.path}: index is full ({self.max_entries} entries)")
-        self._keys.append(offset)
+        keys.append(offset)
         self._values.append(position)
 
     def lookup(self, target: int) -> tuple[int, int]:
@@ -278,21 +280,24 @@ class TimeIndex(_Index):
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Append only when ``timestamp`` exceeds the last entry's (the index is monotonic)."""
-        self._ensure_loaded()
-        if not skip_full_check and self.is_full():
+        if not self._loaded:
+            self._ensure_loaded()
+        keys, values = self._keys, self._values
+        entries = len(keys)
+        if not skip_full_check and entries >= self.max_entries - 1:   # is_full's rule, without the call
             raise CorruptIndexError(f"{self.path}: time index is full ({self.max_entries} entries)")
-        if len(self._keys) >= self.max_entries:
+        if entries >= self.max_entries:
             return
-        if self._keys and offset < self._values[-1]:
+        if keys and offset < values[-1]:
             raise CorruptIndexError(
-                f"{self.path}: offset {offset} is below the last indexed offset {self._values[-1]}"
+                f"{self.path}: offset {offset} is below the last indexed offset {values[-1]}"
             )
         # Only a timestamp above the last entry's goes in; an empty index's "last" is -1, so a
         # segment without timestamps (v0 data, or no data) gets no entry at all, as in Kafka.
-        if timestamp <= (self._keys[-1] if self._keys else -1):
+        if timestamp <= (keys[-1] if keys else -1):
             return
-        self._keys.append(timestamp)
-        self._values.append(offset)
+        keys.append(timestamp)
+        values.append(offset)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """Greatest entry with timestamp ≤ target; (-1, base_offset) if none."""

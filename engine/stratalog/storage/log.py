@@ -223,7 +223,10 @@ class Log:
     # -- append -----------------------------------------------------------------------------
     def append(self, batch: bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
         """Append one producer batch as leader (``append_batches`` of one)."""
-        return self.append_batches((batch,), now_ms=now_ms)[0]
+        info = self._append_as_sent(batch, now_ms, inline=False)
+        if info is not None:
+            return info
+        return self.append_prepared(self.prepare_append((batch,), now_ms=now_ms))[0]
 
     def append_batches(self, batches: Sequence[bytes | bytearray], *, now_ms: int | None = None
                        ) -> list[AppendInfo]:
@@ -262,19 +265,22 @@ class Log:
         if type(batch) is not bytes or len(batch) < _PRODUCER_FIELDS_END:   # a bytearray could change mid-write
             return None
         now = self.clock() if now_ms is None else now_ms
-        if not self.lock.acquire(blocking=not inline):
+        lock = self.lock
+        if not lock.acquire(blocking=not inline):
             return None
+        # Every append passes here: the LocalLog's fields are read once, not through Log's properties.
+        local = self.local
         try:
             # The config in force under the lock (alter-configs changes it under the lock).
-            config = self.config
+            config = local.config
             cached = self._as_sent_rules
             if cached[0] is not config:
                 cached = self._as_sent_rules = (config, as_sent_rules(config))
             rules = cached[1]
             # A closed or offline log: the reference path checks the batch first and says which fault.
-            if rules is None or self.local.closed or self.failures.is_offline(self.log_dir):
+            if rules is None or local.closed or self.failures.is_offline(local.log_dir):
                 return None
-            segment = self.local.active_segment
+            segment = local.active_segment
             first_offset = segment.next_offset()
             if self.epoch_cache.would_change(self.leader_epoch, first_offset):
                 return None
@@ -292,8 +298,10 @@ class Log:
                 except StratalogError:
                     return None
             # flush.messages falls due at last offset recovery point + flush.messages - 1.
-            max_last_offset = self.recovery_point + config.flush_messages - 2 if inline else NEVER
-            with self.failures.guard(self.log_dir, self._appending):
+            max_last_offset = local.recovery_point + config.flush_messages - 2 if inline else NEVER
+            # The write and what follows it (a flush that falls due) as ``failures.guard`` runs a
+            # write, without entering a context: an OSError takes the directory offline.
+            try:
                 accepted = segment.try_append_as_sent(batch, first_offset, self.leader_epoch, rules, now,
                                                       max_last_offset, producer_id)
                 if accepted is None:
@@ -301,8 +309,10 @@ class Log:
                 last_offset_delta, max_timestamp, record_count = accepted
                 return self._written(ValidatedBatch(batch, last_offset_delta, max_timestamp, -1, record_count,
                                                     producer_id, producer_epoch, base_sequence), first_offset)
+            except OSError as error:
+                raise self.failures.storage_error(local.log_dir, self._appending, error) from error
         finally:
-            self.lock.release()
+            lock.release()
 
     def prepare_append(self, batches: Sequence[bytes | bytearray], *, now_ms: int | None = None
                        ) -> PreparedAppend:
@@ -455,7 +465,8 @@ class Log:
                           validated.record_count, len(validated.data), self.log_start_offset)
 
     def _flush_due(self, last_offset: int) -> bool:
-        return last_offset + 1 - self.recovery_point >= self.config.flush_messages
+        local = self.local
+        return last_offset + 1 - local.recovery_point >= local.config.flush_messages
 
     def _idempotence_check(self, validated: ValidatedBatch, producers: ProducerStates | None = None
                            ) -> BatchMetadata | None:

@@ -73,13 +73,19 @@ class LogDirFailureChannel:
             return dict(self._offline)
 
     def is_offline(self, path: Path) -> bool:
-        return path in self._offline
+        # Hashing a Path is a Python call: skip it while every directory is healthy (every append asks).
+        return bool(self._offline) and path in self._offline
 
     def check(self, path: Path, what: str) -> None:
         """Refuse ``what`` (e.g. "append to orders-0") with ``KAFKA_STORAGE_ERROR`` if ``path`` is offline."""
         offline = self._offline.get(path)
         if offline is not None:
             raise KafkaStorageError(f"{what}: {offline.describe()}")
+
+    def storage_error(self, path: Path, during: str, error: OSError) -> KafkaStorageError:
+        """``error``, met during ``during``, takes ``path`` offline; the error to raise for it."""
+        offline = self.mark_offline(path, during, error)
+        return KafkaStorageError(f"{during}: {offline.describe()}")
 
     def guard(self, path: Path, during: str) -> WriteGuard:
         """Run a write to ``path``; an ``OSError`` takes the directory offline and becomes a storage error."""
@@ -101,5 +107,4 @@ class WriteGuard:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
                  ) -> None:
         if isinstance(error, OSError):
-            offline = self.channel.mark_offline(self.path, self.during, error)
-            raise KafkaStorageError(f"{self.during}: {offline.describe()}") from error
+            raise self.channel.storage_error(self.path, self.during, error) from error
