@@ -20,6 +20,7 @@ from stratalog.common.config import LogConfig
 from stratalog.storage.leader_epoch import LeaderEpochCache
 from stratalog.storage.log import Log, wall_clock_ms
 from stratalog.records import Record, build_batch, set_offsets_in_place
+from stratalog.records.info import whole_batches
 from stratalog.storage.segment import LogSegment
 
 MIB = 1 << 20
@@ -99,20 +100,15 @@ class ReadResult:
     bytes: int
 
 
-# What a consumer needs of a v2 batch's 61-byte header, in one unpack: base offset, batch length,
-# last offset delta (byte 23), records count (byte 57).
-_HEADER_FIELDS = struct.Struct(">qi11xi30xi")
-
-
 def read_raw(log: Log, fetch_bytes: int = FETCH_BYTES) -> ReadResult:
     """Fetch the whole partition with ``Log.read(offset, fetch_bytes)``: raw bytes, no decoding.
 
     Like a consumer, the next fetch starts after the last *complete* batch of the
     previous one (a fetch may end inside a batch); only headers are looked at to
-    find it, with ``struct`` on the returned bytes.
+    find it, by ``records.info.whole_batches`` (the native kernel's walk, where Kafka's
+    harness walks the same headers in JIT-compiled Java).
     """
     read = log.read
-    unpack_header = _HEADER_FIELDS.unpack_from
     offset = log.log_start_offset
     end = log.high_watermark
     fetches = batches = records = total = 0
@@ -120,22 +116,13 @@ def read_raw(log: Log, fetch_bytes: int = FETCH_BYTES) -> ReadResult:
         while offset < end:
             data = read(offset, fetch_bytes).data
             fetches += 1
-            n = len(data)
-            pos = 0
-            last = -1
-            while pos + 61 <= n:
-                base, length, last_offset_delta, count = unpack_header(data, pos)
-                size = length + 12
-                if pos + size > n:
-                    break
-                last = base + last_offset_delta
-                records += count
-                batches += 1
-                pos += size
-            if last < offset:
-                raise RuntimeError(f"fetch at offset {offset} returned no complete batch ({n} bytes)")
-            total += pos
-            offset = last + 1
+            kept = whole_batches(data)
+            if kept.last_offset < offset or kept.records is None:
+                raise RuntimeError(f"fetch at offset {offset} returned no complete v2 batch ({len(data)} bytes)")
+            batches += kept.batches
+            records += kept.records
+            total += kept.size
+            offset = kept.last_offset + 1
     return ReadResult(watch.timed, fetches, batches, records, total)
 
 

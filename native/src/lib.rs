@@ -252,12 +252,39 @@ fn producer_batches(data: &Bound<'_, PyAny>, position: usize, limit: usize, star
     Ok((found.positions, found.consumed, found.batches, found.stop))
 }
 
+/// `records.info.whole_batches`' walk: the whole v2 batches at the start of `data`, as a consumer
+/// keeps them of a fetch that may end inside a batch. (bytes they span, batches, records, last
+/// offset or -1). Only headers are read, as `iter_batch_infos` reads them. None where the Python
+/// walk must decide: an entry that is not v2, or a size field too small for a v2 batch (it raises).
+#[pyfunction]
+fn whole_batches(data: &Bound<'_, PyAny>) -> PyResult<Option<(usize, usize, i64, i64)>> {
+    let bytes = Bytes::of(data)?;
+    let d = bytes.slice();
+    let (mut pos, mut batches, mut records, mut last) = (0usize, 0usize, 0i64, -1i64);
+    // At most 17 bytes left (up to the magic) is a partial tail, as `peek_batch` has it.
+    while d.len() - pos > 17 {
+        let size = i32::from_be_bytes(be(d, pos + 8));
+        if d[pos + 16] != 2 || size < 49 {
+            return Ok(None);
+        }
+        let total = size as usize + 12;
+        if total > d.len() - pos {
+            break;   // a partial tail: the fetch ended inside this batch
+        }
+        last = i64::from_be_bytes(be(d, pos)) + i32::from_be_bytes(be(d, pos + 23)) as i64;
+        records += i32::from_be_bytes(be(d, pos + 57)) as i64;
+        batches += 1;
+        pos += total;
+    }
+    Ok(Some((pos, batches, records, last)))
+}
+
 #[pymodule]
 fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // What records/native.py checks before it uses this module: bump it with records/native.py's
     // INTERFACE whenever a function or class is added or removed, or changes its arguments or results,
     // so that an extension built from older sources is refused by name instead of failing mid-append.
-    m.add("INTERFACE", 2u32)?;
+    m.add("INTERFACE", 3u32)?;
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
@@ -267,5 +294,6 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(leader_batch_facts, m)?)?;
     m.add_function(wrap_pyfunction!(append_as_sent, m)?)?;
     m.add_function(wrap_pyfunction!(producer_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(whole_batches, m)?)?;
     Ok(())
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from stratalog.common.errors import CorruptRecordError
 from stratalog.records import native
@@ -108,6 +109,34 @@ def iter_batch_infos(buf: Buffer, *, start: int = 0, source: str | None = None) 
     while (info := peek_batch(buf, pos, source=source)) is not None:
         yield info
         pos += info.size
+
+
+class WholeBatches(NamedTuple):
+    """The whole batches at the start of a read, as a consumer keeps them of a fetch (``whole_batches``)."""
+
+    size: int               # the bytes they span, from the start
+    batches: int
+    records: int | None     # None when a v0/v1 entry is among them (their count is not in the header)
+    last_offset: int        # -1 for none
+
+
+def whole_batches(buf: Buffer) -> WholeBatches:
+    """The whole batches at the start of ``buf``: a fetch may end inside a batch, and a consumer
+    keeps what comes before it. Only headers are read (``iter_batch_infos``); the native kernel
+    walks v2 batches without a Python object per batch. Raises CorruptRecordError as ``peek_batch``."""
+    kernel = native.kernel
+    if kernel is not None:
+        walked = kernel.whole_batches(buf)
+        if walked is not None:
+            return WholeBatches(*walked)
+    size = batches = 0
+    records: int | None = 0
+    last_offset = -1
+    for info in iter_batch_infos(buf):
+        size, last_offset = info.position + info.size, info.last_offset
+        batches += 1
+        records = None if records is None or info.records_count is None else records + info.records_count
+    return WholeBatches(size, batches, records, last_offset)
 
 
 def decode_any(
