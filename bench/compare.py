@@ -1194,7 +1194,9 @@ def caveats(result: dict[str, Any]) -> list[str]:
         "(the same, plus its lock and meta.properties). Kafka's unclean open also rebuilds producer state "
         "from the log; neither side has producer ids in this workload.",
         "Read: Kafka's broker would hand the FileRecords slice to sendfile; in process the harness copies "
-        "each fetch into a heap buffer (FileRecords.readInto), as stratalog's Log.read returns bytes.",
+        "each fetch into a heap buffer (FileRecords.readInto), as stratalog's Log.read returns bytes. Each side "
+        "then walks the fetch's batch headers to its last whole batch, Kafka's harness in its own loop, "
+        "stratalog's with records.info.whole_batches (the native kernel's walk).",
         "Compaction: Kafka's Cleaner (the class LogCleaner's thread drives) with LogCleaner's own construction "
         "(SkimpyOffsetMap with MD5, 128 MiB, load factor 0.9, 256 KiB I/O buffers, no throttle), cleaned from "
         "the log start until the cleanable ratio drops below min.cleanable.dirty.ratio; stratalog's "

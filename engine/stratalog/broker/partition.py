@@ -334,19 +334,23 @@ class Partition:
         previous = self.remotes.get(fetch.replica_id) or RemoteReplica(fetch.replica_id)
         self.remotes[fetch.replica_id] = previous.after_fetch(fetch.fetch_offset, self.log.log_end_offset, now)
         proposal = None
-        if self.pending_isr is None and joins_isr(self._view(), fetch.replica_id):
+        # One view for both questions (every follower's round asks them); made again only after a join.
+        view = self._view()
+        if self.pending_isr is None and joins_isr(view, fetch.replica_id):
             proposal = (state, tuple(state.isr) + (fetch.replica_id,))
             self.pending_isr = proposal[1]   # counts for the HW at once; committed or not, cleared after
-        self._maybe_advance_high_watermark()
+            view = self._view()
+        self._maybe_advance_high_watermark(view)
         return proposal
 
     def _diverging_epoch(self, fetch: ReplicaFetch) -> tuple[int, int] | None:
         return diverging_epoch(self.log, fetch.fetch_offset, fetch.last_fetched_epoch)
 
-    def _maybe_advance_high_watermark(self) -> None:
+    def _maybe_advance_high_watermark(self, view: LeaderView | None = None) -> None:
+        """``view``: the current one, when the caller has just made it."""
         if self.state is None or self.state.leader != self.local_id:
             return
-        target = new_high_watermark(self._view())
+        target = new_high_watermark(self._view() if view is None else view)
         if target is not None:
             self.log.set_high_watermark(target)
 

@@ -395,7 +395,7 @@ class ReplicaManager:
             would block (a busy lock, data off the tail), for a thread to finish. ``acknowledge``: the
             first pass, which takes each fetch offset as the follower's acknowledgement; after a wait
             the fetches only read again."""
-            budget = max_bytes - sum(len(r.data) for r in out if isinstance(r, ReplicaFetchResult))
+            budget = max_bytes - sum(len(r.data) for r in out if isinstance(r, ReplicaFetchResult)) if out else max_bytes
             for tp, fetch in fetches[len(out):]:
                 try:
                     one = fetch if 0 <= fetch.max_bytes <= budget else \
@@ -425,8 +425,12 @@ class ReplicaManager:
                                                            acknowledge=acknowledge))
             acknowledge = False
             remaining = deadline - loop.time()
-            size = sum(len(r.data) for r in results if isinstance(r, ReplicaFetchResult))
-            urgent = any(isinstance(r, StratalogError) or r.diverging_epoch or r.out_of_range for r in results)
+            size, urgent = 0, False
+            for r in results:   # a loop, not sum() and any() of generators: every follower's round passes here
+                if isinstance(r, StratalogError) or r.diverging_epoch or r.out_of_range:
+                    urgent = True
+                else:
+                    size += len(r.data)
             if size >= min_bytes or urgent or remaining <= 0 or self.shutting_down:
                 return results
             await self.replica_signals.wait_any(events, remaining)

@@ -186,8 +186,13 @@ class ReplicaSet:
         if not acknowledge:
             read = partition.try_fetch_for_follower(fetch, acknowledge=False)
             return None if read is None else read[0]
-        with self._waking_on_high_watermark_move(tp, partition, advanced_only=True):
+        # _waking_on_high_watermark_move's work, spelt out: a generator context costs every round.
+        before = partition.log.high_watermark
+        try:
             answer = partition.try_fetch_for_follower(fetch)
+        finally:
+            if partition.log.high_watermark != before:
+                self.on_high_watermark_advanced(tp)
         if answer is None:
             return None
         result, proposal = answer
