@@ -15,6 +15,7 @@ import pytest
 
 from certificates import Authority
 from stratalog.broker.fetch import FileRegion
+from stratalog.server.records import SENDFILE_ABOVE_BYTES, sends_from_file
 from stratalog.server.sendfile import send_region
 
 
@@ -113,3 +114,10 @@ def test_a_region_answer_announces_its_own_type_and_length_over_any_given_whatev
     assert answer.headers.getall("Content-Type") == ["application/vnd.kafka.record-batch"]
     assert answer.headers.getall("Content-Length") == ["80"]
     assert answer.headers["X-Next-Offset"] == "7"
+
+
+def test_only_a_large_binary_fetch_on_a_plaintext_connection_is_sent_from_the_file():
+    assert sends_from_file(True, SENDFILE_ABOVE_BYTES + 1, tls=False)
+    assert not sends_from_file(True, SENDFILE_ABOVE_BYTES, tls=False)   # small: read and sent with its headers
+    assert not sends_from_file(True, 1 << 20, tls=True)                 # TLS encrypts the bytes in memory
+    assert not sends_from_file(False, 1 << 20, tls=False)               # JSON is made from the records

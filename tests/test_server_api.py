@@ -225,7 +225,8 @@ def test_fetch_is_batch_granular_in_binary_and_exact_in_json(server: Server) -> 
     assert at_end["records"] == [] and at_end["nextOffset"] == 40
 
 
-def test_binary_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor_open(server: Server) -> None:
+def test_binary_fetches_send_whole_batches_large_from_the_segment_file_small_copied_and_keep_no_descriptor_open(
+        server: Server) -> None:
     from stratalog.records import iter_batch_infos
 
     server.create_topic("sendfile")
@@ -239,7 +240,8 @@ def test_binary_fetches_send_whole_batches_from_the_segment_file_and_keep_no_des
     ends = [info.position + info.size for info in iter_batch_infos(whole)]
     assert len(ends) == 6
     for _ in range(3):
-        # A maxBytes inside the fourth batch: three whole batches, as long as the headers say.
+        # A maxBytes inside the fourth batch: three whole batches, as long as the headers say (a fetch
+        # this small is read and copied; the others here go from the file).
         reply = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 0, "maxBytes": ends[3] - 1},
                            headers={"Accept": RECORD_BATCH})
         assert reply.content == whole[:ends[2]] and reply.headers["Content-Length"] == str(ends[2])

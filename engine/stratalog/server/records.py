@@ -230,6 +230,19 @@ def _decode(fetched: FetchedBatches, offset: int) -> list[dict[str, Any]]:
     return out
 
 
+# A binary fetch that may carry more than this goes from the segment file to the socket (sendfile);
+# a smaller one is read and sent with its headers in one write. Below it the copy costs less than
+# sendfile's own work: a duplicated descriptor, the cork around the headers, a send of its own.
+# Server CPU per 16 KiB fetch, copied against sent from the file: about 300 against 330 us.
+SENDFILE_ABOVE_BYTES = 64 * 1024
+
+
+def sends_from_file(binary: bool, max_bytes: int, *, tls: bool) -> bool:
+    """Whether a fetch's batches go from the segment file to the socket without becoming bytes:
+    raw batches, large enough, on a plaintext connection (TLS must encrypt them in memory)."""
+    return binary and not tls and max_bytes > SENDFILE_ABOVE_BYTES
+
+
 def _wants_binary(request: web.Request) -> bool:
     fmt = params.query_choice(request, "format", ("json", "binary"), None)
     if fmt is not None:
@@ -248,8 +261,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_wait_ms = params.query_int(request, "maxWaitMs", 0, minimum=0, maximum=settings.max_fetch_wait_ms) or 0
     isolation = params.isolation(request)
     binary = _wants_binary(request)
-    # Raw batches on a plaintext connection go from the segment file to the socket (sendfile).
-    zero_copy = binary and request.transport is not None and request.transport.get_extra_info("sslcontext") is None
+    tls = request.transport is None or request.transport.get_extra_info("sslcontext") is not None
+    zero_copy = sends_from_file(binary, max_bytes, tls=tls)
     fetched = await state.broker.fetch(tp, requested, max_bytes, max_wait_ms, isolation, zero_copy=zero_copy)
     if binary:
         fetched = _within_header_limit(fetched)
