@@ -228,10 +228,11 @@ def test_fetch_is_batch_granular_in_binary_and_exact_in_json(server: Server) -> 
 def test_binary_fetches_send_whole_batches_large_from_the_segment_file_small_copied_and_keep_no_descriptor_open(
         server: Server) -> None:
     from stratalog.records import iter_batch_infos
+    from stratalog.server.records import SENDFILE_ABOVE_BYTES
 
     server.create_topic("sendfile")
-    for b in range(6):
-        server.produce_raw("sendfile", 0, kafka_batch([(b"k", f"{b}-{i}".encode() * 100) for i in range(4)]))
+    for b in range(6):   # batches of about 32 KiB
+        server.produce_raw("sendfile", 0, kafka_batch([(b"k", f"{b}-{i}".encode() * 2000) for i in range(4)]))
     # Taken before any fetch: an answer's descriptor is closed just after its last byte went, so a look
     # right after one may still see it.
     files = server.open_files()
@@ -239,13 +240,15 @@ def test_binary_fetches_send_whole_batches_large_from_the_segment_file_small_cop
                        headers={"Accept": RECORD_BATCH}).content
     ends = [info.position + info.size for info in iter_batch_infos(whole)]
     assert len(ends) == 6
+    # One maxBytes inside the second batch, small enough to be copied; one inside the fourth, sent
+    # from the file (the region narrowed to its whole batches).
+    assert ends[0] + 1 <= SENDFILE_ABOVE_BYTES < ends[3] - 1
     for _ in range(3):
-        # A maxBytes inside the fourth batch: three whole batches, as long as the headers say (a fetch
-        # this small is read and copied; the others here go from the file).
-        reply = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 0, "maxBytes": ends[3] - 1},
-                           headers={"Accept": RECORD_BATCH})
-        assert reply.content == whole[:ends[2]] and reply.headers["Content-Length"] == str(ends[2])
-        assert reply.headers["X-Next-Offset"] == "12"
+        for max_bytes, kept, next_offset in ((ends[0] + 1, ends[0], "4"), (ends[3] - 1, ends[2], "12")):
+            reply = server.get("/v1/topics/sendfile/partitions/0/records",
+                               params={"offset": 0, "maxBytes": max_bytes}, headers={"Accept": RECORD_BATCH})
+            assert reply.content == whole[:kept] and reply.headers["Content-Length"] == str(kept)
+            assert reply.headers["X-Next-Offset"] == next_offset
         # From inside the fifth batch, the rest: that batch whole, then the sixth.
         reply = server.get("/v1/topics/sendfile/partitions/0/records", params={"offset": 17, "format": "binary"})
         assert reply.content == whole[ends[3]:]

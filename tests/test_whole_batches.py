@@ -34,7 +34,7 @@ def run_of_batches(counts: list[int], base: int = 0) -> bytes:
     return b"".join(out)
 
 
-def walked(module: ModuleType | None, data: bytes) -> object:
+def walked(module: ModuleType | None, data: bytes | bytearray | memoryview) -> object:
     with kernel(module):
         try:
             return whole_batches(data)
@@ -42,7 +42,7 @@ def walked(module: ModuleType | None, data: bytes) -> object:
             return ("CorruptRecordError", error.position, error.reason)
 
 
-def both(data: bytes) -> object:
+def both(data: bytes | bytearray | memoryview) -> object:
     python, rust = walked(None, data), walked(stratalog_native, data)
     assert rust == python
     return python
@@ -95,3 +95,15 @@ def test_a_header_damaged_where_the_walk_reads_it_is_walked_or_refused_alike(cou
     at = draw.draw(st.sampled_from(starts[:-1])) + draw.draw(st.sampled_from([0, 7, 8, 11, 16, 23, 26, 57, 60]))
     data[at] = draw.draw(st.integers(0, 255))
     both(bytes(data[: draw.draw(st.integers(0, len(data)))]))
+
+
+def test_a_last_offset_past_int64_is_left_to_the_python_walk_and_read_as_it_reads_it():
+    data = bytearray(run_of_batches([2]))
+    struct.pack_into(">q", data, 0, (1 << 63) - 1)   # base offset at the top of int64, delta 1
+    assert both(bytes(data)) == WholeBatches(len(data), 1, 2, 1 << 63)
+
+
+def test_any_buffer_of_batches_is_walked_alike_whatever_holds_it():
+    data = run_of_batches([3, 2])
+    for held in (bytearray(data), memoryview(data)):
+        assert both(held) == WholeBatches(len(data), 2, 5, 4)

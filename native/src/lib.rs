@@ -255,7 +255,8 @@ fn producer_batches(data: &Bound<'_, PyAny>, position: usize, limit: usize, star
 /// `records.info.whole_batches`' walk: the whole v2 batches at the start of `data`, as a consumer
 /// keeps them of a fetch that may end inside a batch. (bytes they span, batches, records, last
 /// offset or -1). Only headers are read, as `iter_batch_infos` reads them. None where the Python
-/// walk must decide: an entry that is not v2, or a size field too small for a v2 batch (it raises).
+/// walk must decide: an entry that is not v2, a size field too small for a v2 batch (it raises), a
+/// last offset past the int64 range.
 #[pyfunction]
 fn whole_batches(data: &Bound<'_, PyAny>) -> PyResult<Option<(usize, usize, i64, i64)>> {
     let bytes = Bytes::of(data)?;
@@ -271,7 +272,11 @@ fn whole_batches(data: &Bound<'_, PyAny>) -> PyResult<Option<(usize, usize, i64,
         if total > d.len() - pos {
             break;   // a partial tail: the fetch ended inside this batch
         }
-        last = i64::from_be_bytes(be(d, pos)) + i32::from_be_bytes(be(d, pos + 23)) as i64;
+        // Past i64 only in damaged or hostile bytes: Python's integers say what the offset is.
+        last = match i64::from_be_bytes(be(d, pos)).checked_add(i32::from_be_bytes(be(d, pos + 23)) as i64) {
+            Some(offset) => offset,
+            None => return Ok(None),
+        };
         records += i32::from_be_bytes(be(d, pos + 57)) as i64;
         batches += 1;
         pos += total;

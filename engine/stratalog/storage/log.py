@@ -268,9 +268,9 @@ class Log:
         lock = self.lock
         if not lock.acquire(blocking=not inline):
             return None
-        # Every append passes here: the LocalLog's fields are read once, not through Log's properties.
-        local = self.local
         try:
+            # Every append passes here: the LocalLog's fields are read once, not through Log's properties.
+            local = self.local
             # The config in force under the lock (alter-configs changes it under the lock).
             config = local.config
             cached = self._as_sent_rules

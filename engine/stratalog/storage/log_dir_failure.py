@@ -8,7 +8,9 @@ more is written there, and the other directories keep serving. Only a restart br
 because only recovery at load can vouch for its files again.
 
 Every write path of the storage layer runs inside ``guard``, which turns an ``OSError`` into an
-offline directory and a ``KafkaStorageError``; every entry point calls ``check`` first.
+offline directory and a ``KafkaStorageError`` (the append's one-call path does the same with an
+``except`` clause and ``storage_error``, without entering a context); every entry point calls
+``check`` first.
 """
 
 from __future__ import annotations
