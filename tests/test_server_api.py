@@ -231,7 +231,7 @@ def test_binary_fetches_send_whole_batches_large_from_the_segment_file_small_cop
     from stratalog.server.records import SENDFILE_ABOVE_BYTES
 
     server.create_topic("sendfile")
-    for b in range(6):   # batches of about 32 KiB
+    for b in range(6):   # batches of about 24 KiB
         server.produce_raw("sendfile", 0, kafka_batch([(b"k", f"{b}-{i}".encode() * 2000) for i in range(4)]))
     # Taken before any fetch: an answer's descriptor is closed just after its last byte went, so a look
     # right after one may still see it.
