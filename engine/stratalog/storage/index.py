@@ -213,7 +213,7 @@ class OffsetIndex(_Index):
             raise CorruptIndexError(
                 f"{self.path}: offset {offset} is not larger than the last indexed offset {keys[-1]}"
             )
-        if len(keys) >= self.max_entries:
+        if self.is_full():
             raise CorruptIndexError(f"{self.path}: index is full ({self.max_entries} entries)")
         keys.append(offset)
         self._values.append(position)
@@ -283,10 +283,9 @@ class TimeIndex(_Index):
         if not self._loaded:
             self._ensure_loaded()
         keys, values = self._keys, self._values
-        entries = len(keys)
-        if not skip_full_check and entries >= self.max_entries - 1:   # is_full's rule, without the call
+        if not skip_full_check and self.is_full():
             raise CorruptIndexError(f"{self.path}: time index is full ({self.max_entries} entries)")
-        if entries >= self.max_entries:
+        if len(keys) >= self.max_entries:
             return
         if keys and offset < values[-1]:
             raise CorruptIndexError(

@@ -237,9 +237,7 @@ class Log:
         rewritten max timestamp, LogAppendTime, or another codec asked by ``compression.type``.
         """
         if len(batches) == 1:
-            info = self._append_as_sent(batches[0], now_ms, inline=False)
-            if info is not None:
-                return [info]
+            return [self.append(batches[0], now_ms=now_ms)]
         return self.append_prepared(self.prepare_append(batches, now_ms=now_ms))
 
     def try_append(self, batches: Sequence[bytes | bytearray], *, now_ms: int | None = None
