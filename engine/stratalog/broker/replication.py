@@ -15,11 +15,11 @@ concerns (the followers' own long polls read to the log end, and do not wait for
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from types import TracebackType
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -186,13 +186,8 @@ class ReplicaSet:
         if not acknowledge:
             read = partition.try_fetch_for_follower(fetch, acknowledge=False)
             return None if read is None else read[0]
-        # _waking_on_high_watermark_move's work, spelt out: a generator context costs every round.
-        before = partition.log.high_watermark
-        try:
+        with self._waking_on_high_watermark_move(tp, partition, advanced_only=True):
             answer = partition.try_fetch_for_follower(fetch)
-        finally:
-            if partition.log.high_watermark != before:
-                self.on_high_watermark_advanced(tp)
         if answer is None:
             return None
         result, proposal = answer
@@ -219,18 +214,13 @@ class ReplicaSet:
             raise NotLeaderOrFollowerError(f"replica fetch from {tp}: broker {self.broker_id} has no replica of it")
         return partition
 
-    @contextlib.contextmanager
     def _waking_on_high_watermark_move(self, tp: TopicPartition, partition: Partition, *,
-                                       advanced_only: bool = False) -> Iterator[None]:
+                                       advanced_only: bool = False) -> _WakingOnHighWatermarkMove:
         """Wakes the acks=all produces and fetches waiting on ``tp`` if the block moved its high watermark.
         ``advanced_only``: the block changes nothing a waiter the HW did not pass must hear of (a
         follower's fetch: the only ISR change it proposes is the follower joining)."""
-        before = partition.log.high_watermark
-        try:
-            yield
-        finally:
-            if partition.log.high_watermark != before:
-                (self.on_high_watermark_advanced if advanced_only else self.on_high_watermark)(tp)
+        wake = self.on_high_watermark_advanced if advanced_only else self.on_high_watermark
+        return _WakingOnHighWatermarkMove(tp, partition, wake)
 
     def take_over_logs(self) -> None:
         """From now on every log of this engine belongs to replication: until the controller's state
@@ -268,3 +258,22 @@ class ReplicaSet:
         if self._expiry is not None:
             self._expiry.join(timeout=5)
         self._proposals.shutdown(wait=False, cancel_futures=True)
+
+
+class _WakingOnHighWatermarkMove:
+    """``ReplicaSet._waking_on_high_watermark_move``'s context: a class, not a generator, as every
+    follower's round enters one (a generator context costs it a few microseconds more)."""
+
+    __slots__ = ("tp", "partition", "wake", "before")
+
+    def __init__(self, tp: TopicPartition, partition: Partition, wake: Callable[[TopicPartition], None]) -> None:
+        self.tp, self.partition, self.wake = tp, partition, wake
+        self.before = partition.log.high_watermark
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+                 ) -> None:
+        if self.partition.log.high_watermark != self.before:
+            self.wake(self.tp)
