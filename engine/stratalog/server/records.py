@@ -264,8 +264,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     max_wait_ms = params.query_int(request, "maxWaitMs", 0, minimum=0, maximum=settings.max_fetch_wait_ms) or 0
     isolation = params.isolation(request)
     binary = _wants_binary(request)
-    tls = request.transport is None or request.transport.get_extra_info("sslcontext") is not None
-    zero_copy = sends_from_file(binary, max_bytes, tls=tls)
+    plaintext = request.transport is not None and request.transport.get_extra_info("sslcontext") is None
+    zero_copy = sends_from_file(binary, max_bytes, tls=not plaintext)
     fetched = await state.broker.fetch(tp, requested, max_bytes, max_wait_ms, isolation, zero_copy=zero_copy)
     if binary:
         fetched = _within_header_limit(fetched)
