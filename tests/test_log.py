@@ -437,6 +437,9 @@ def _broken_second_header(make_log) -> tuple[Log, int]:
     descriptor = os.open(log.active_segment.log.path, os.O_WRONLY)
     os.pwrite(descriptor, (5).to_bytes(4, "big"), second + 8)
     os.close(descriptor)
+    # The file changed under the log: where it appended its batches no longer holds, and a reopened
+    # log would not remember it either. The header is read again, as after a restart.
+    log.active_segment.forget_placed()
     return log, second
 
 

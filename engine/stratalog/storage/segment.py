@@ -50,6 +50,13 @@ class SegmentOffsetOverflowError(StratalogError):
 # A time bound that is never passed (the native kernel takes any Python int); -NEVER is always passed.
 NEVER = 1 << 80
 
+# Batches a segment remembers the place of, per generation (two are kept): appended last, so
+# read next by the followers and consumers at the log's tail.
+RECENT_BATCHES = 64
+
+# A remembered batch, keyed by its base offset: (position, size, last offset, max timestamp, record count).
+_Placed = tuple[int, int, int, int, int]
+
 
 class RollParams(NamedTuple):
     """What an append needs the active segment to consider before it is written (a tuple: one is
@@ -108,6 +115,11 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._rolling_loaded = False
         self._next_offset: int | None = None
+        # Where the batches this process appended last are: a read from the log's tail (a follower's
+        # round, a consumer's long poll) starts at one of them, and then needs no index lookup and
+        # no header reads. Forgotten whenever positions may change (truncation, recovery).
+        self._placed: dict[int, _Placed] = {}
+        self._placed_before: dict[int, _Placed] = {}
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, path={self.log.path})"
@@ -212,6 +224,11 @@ class LogSegment:
             self._rolling_based_timestamp, self._rolling_loaded = max_timestamp, True
         self._index_batch(last_offset, max_timestamp, last_offset, size, len(data))
         self._next_offset = last_offset + 1
+        placed = self._placed
+        if len(placed) >= RECENT_BATCHES:   # a new generation: the older one is dropped
+            self._placed_before, placed = placed, {}
+            self._placed = placed
+        placed[base_offset] = (size, len(data), last_offset, max_timestamp, accepted[2])
         return accepted
 
     def _write_position(self, offsets: tuple[int, ...], first_timestamp: int) -> int:
@@ -296,6 +313,9 @@ class LogSegment:
     # -- read -------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
         """The first batch whose last offset is ≥ ``offset`` (index lookup, then a header scan)."""
+        placed = self._placed.get(offset) or self._placed_before.get(offset)
+        if placed is not None and placed[0] >= starting_position:   # a batch appended here lately
+            return BatchInfo(placed[0], placed[1], 2, offset, placed[2], placed[3], placed[4])
         _, position = self.offset_index.lookup(offset)
         position = max(position, starting_position)
         log = self.log
@@ -376,6 +396,7 @@ class LogSegment:
             valid_bytes, last_index_entry = self._apply_scan(scanned, epoch_cache)
         else:
             valid_bytes, last_index_entry = self._recover_in_python(on_batch, epoch_cache)
+        self.forget_placed()
         truncated = self.log.size - valid_bytes
         if truncated:
             self.log.truncate_to(valid_bytes)
@@ -440,6 +461,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch containing an offset ≥ ``offset``; returns bytes removed."""
         mapping = self.translate_offset(offset)
+        self.forget_placed()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self._max_timestamp = None
@@ -451,6 +473,10 @@ class LogSegment:
         if self.size == 0:
             self._rolling_loaded = False
         return removed
+
+    def forget_placed(self) -> None:
+        """Forget where the recent batches were: their positions may no longer hold."""
+        self._placed, self._placed_before = {}, {}
 
     # -- files ------------------------------------------------------------------------------
     def flush(self) -> None:

@@ -1,0 +1,89 @@
+"""A read from the log's tail -- a follower's round, a consumer's long poll -- starts at a batch the
+leader appended lately. The active segment remembers where those batches are, so such a read needs
+no index lookup and no header read before the batch itself; everywhere else (older batches, a
+reopened log, a truncated one) the index and the headers decide, as before, and both give the same
+answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import stratalog_native
+
+from kernel_choice import kernel
+from stratalog.broker.fetch import FetchIsolation
+from stratalog.common.config import LogConfig
+from stratalog.common.names import TopicPartition
+from stratalog.records import Record, build_batch
+from stratalog.storage.loader import load_log
+from stratalog.storage.log import Log
+from stratalog.storage.segment import RECENT_BATCHES, LogSegment
+
+T0 = 1_700_000_000_000
+
+
+def open_log(directory: Path) -> Log:
+    directory.mkdir(parents=True, exist_ok=True)
+    log, _ = load_log(directory, TopicPartition("t", 0), LogConfig.from_overrides({}), recovery_point=0,
+                      had_clean_shutdown=False, clock=lambda: T0)
+    return log
+
+
+def batch(count: int, value: bytes = b"v") -> bytes:
+    return build_batch([Record(i, T0 + i, b"k%d" % i, value * (i + 1)) for i in range(count)])
+
+
+def appended(log: Log, counts: list[int]) -> list[int]:
+    """Batches of ``counts`` records appended as a leader (the one-call native path); their base offsets."""
+    with kernel(stratalog_native):
+        return [log.append(batch(count)).first_offset for count in counts]
+
+
+class CountingReads:
+    """The segment file's reads (each a pread), counted."""
+
+    def __init__(self, segment: LogSegment) -> None:
+        self.calls = 0
+        self._read = segment.log.read
+        segment.log.read = self  # type: ignore[method-assign]
+
+    def __call__(self, position: int, size: int) -> Any:
+        self.calls += 1
+        return self._read(position, size)
+
+
+def test_a_read_at_a_batch_appended_lately_reads_that_batch_and_nothing_before_it(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    bases = appended(log, [3, 1, 4, 1, 5])
+    reads = CountingReads(log.active_segment)
+    fetched = log.read(bases[3], 1 << 20, isolation=FetchIsolation.LOG_END)
+    assert reads.calls == 1
+    assert fetched.data == log.active_segment.log.read(0, 1 << 20)[len(b"".join(
+        batch(n) for n in (3, 1, 4))):]
+    log.close()
+
+
+def test_every_remembered_batch_is_where_the_file_says_it_is(tmp_path):
+    """More batches than two generations hold: the remembered ones and the forgotten ones are found
+    exactly as a reopened log, which remembers none, finds them by its index and headers."""
+    log = open_log(tmp_path / "t-0")
+    bases = appended(log, [1 + i % 7 for i in range(3 * RECENT_BATCHES)])
+    remembered = [log.active_segment.translate_offset(base) for base in bases]
+    log.close()
+    reopened = open_log(tmp_path / "t-0")
+    assert remembered == [reopened.active_segment.translate_offset(base) for base in bases]
+    reopened.close()
+
+
+def test_after_a_truncation_a_read_finds_the_batch_now_at_a_forgotten_offset(tmp_path):
+    """Offset 6 began a batch before the truncation; after it, 6 lies inside a longer batch written
+    at another position. The read must find that one, not the place the old batch had."""
+    log = open_log(tmp_path / "t-0")
+    assert appended(log, [3, 3, 3]) == [0, 3, 6]
+    log.truncate_to(3)
+    assert appended(log, [1, 5]) == [3, 4]
+    whole = log.active_segment.log.read(0, 1 << 20)
+    fetched = log.read(6, 1 << 20, isolation=FetchIsolation.LOG_END)
+    assert fetched.data == whole[len(batch(3)) + len(batch(1)):]   # the 5-record batch holding offset 6
+    log.close()
