@@ -111,6 +111,16 @@ def test_a_directory_held_by_another_server_is_refused(server: Server) -> None:
 
 
 # -- produce and fetch ----------------------------------------------------------------------------
+@pytest.mark.parametrize("marks", [(0, 0, -1, 1, 1, 0), (2**63 - 1, 2**63 - 1, 2**63 - 1, 2**31 - 1, 9, 2**63 - 1),
+                                   (12, 40, 1_700_000_000_000, 29, 2, 7)])
+def test_a_produces_answer_is_the_json_of_its_fields(marks: tuple[int, ...]) -> None:
+    """Every produce is answered from a byte template, not a dict encoded: the same JSON."""
+    from stratalog.broker.produce import ProduceResult
+    from stratalog.server.records import _append_answer, _append_result
+    result = ProduceResult(*marks[:5], 100, marks[5])
+    assert _append_answer(result) == json.dumps(_append_result(result)).encode()
+
+
 @pytest.mark.parametrize("codec", list(CODECS))
 def test_raw_kafka_python_batches_round_trip(server: Server, codec: str) -> None:
     topic = f"raw-{codec}"
@@ -123,8 +133,9 @@ def test_raw_kafka_python_batches_round_trip(server: Server, codec: str) -> None
                                                          headers=[("h", b"\x00\xff")]))
         assert reply.status_code == 200, reply.text
         body = reply.json()
-        assert body["baseOffset"] == b * 6 and body["lastOffset"] == b * 6 + 5 and body["recordCount"] == 6
-        assert body["logAppendTime"] == -1 and body["logStartOffset"] == 0
+        assert body == {"baseOffset": b * 6, "lastOffset": b * 6 + 5, "logAppendTime": -1, "recordCount": 6,
+                        "batches": 1, "logStartOffset": 0}
+        assert reply.headers["Content-Type"] == "application/json; charset=utf-8"
         sent.extend(records)
 
     raw = server.get(f"/v1/topics/{topic}/partitions/0/records", params={"offset": 0},
