@@ -8,6 +8,7 @@ never by sendfile straight onto the socket beneath it.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from pathlib import Path
 
@@ -20,14 +21,23 @@ from stratalog.server.sendfile import send_region
 
 
 async def serve_region_and_read(path: Path, position: int, size: int, server_tls: ssl.SSLContext | None,
-                                client_tls: ssl.SSLContext | None) -> bytes:
+                                client_tls: ssl.SSLContext | None, *, written_before: bytes = b"head",
+                                refusals: list[ConnectionResetError] | None = None) -> bytes:
+    """What a client reads of ``written_before`` and then the region; ``refusals`` gets the server's
+    ConnectionResetError, where the region could not be sent whole."""
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A small send buffer: the socket takes a part of the region at once, the rest must follow.
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
         with open(path, "rb") as file:
             region = FileRegion.of(file.fileno(), position, size, str(path))
         try:
-            writer.write(b"head")   # what was written before the region goes first
+            writer.write(written_before)   # what was written before the region goes first
             await send_region(writer.transport, region)
             await writer.drain()
+        except ConnectionResetError as refusal:
+            if refusals is None:
+                raise
+            refusals.append(refusal)
         finally:
             region.close()
             writer.close()
@@ -58,11 +68,23 @@ def test_a_region_arrives_as_the_file_holds_it_after_what_was_written_before(tmp
     assert received == b"head" + content[100:-100]
 
 
+def test_a_region_whose_file_shrank_closes_the_connection_short_of_its_length(tmp_path: Path):
+    """The frame or headers announced the region's length; the file no longer has it all. The client
+    gets what there is and then the end of the connection, never a wrong byte in its place."""
+    path = tmp_path / "segment"
+    content = bytes(range(256)) * 2048   # 512 KiB
+    path.write_bytes(content)
+    refusals: list[ConnectionResetError] = []
+    received = asyncio.run(serve_region_and_read(path, 0, len(content) + 4096, None, None, written_before=b"",
+                                                 refusals=refusals))
+    assert received == content
+    assert [str(r) for r in refusals] == [f"{path}: {len(content)} of {len(content) + 4096} bytes at 0 could be "
+                                          "sent, the file is shorter now"]
+
+
 @pytest.mark.parametrize("cork", [True, False], ids=["with-tcp-cork", "platform-without-tcp-cork"])
 def test_a_fetch_answer_corks_its_connection_and_uncorks_it_or_does_neither_where_the_platform_has_no_cork(
         monkeypatch: pytest.MonkeyPatch, cork: bool):
-    import socket
-
     from stratalog.server import region_response
 
     if not cork:   # as on macOS and the BSDs, whose socket module has no TCP_CORK
@@ -91,8 +113,6 @@ def test_a_fetch_answer_corks_its_connection_and_uncorks_it_or_does_neither_wher
 
 
 def test_a_connection_that_is_not_tcp_is_left_uncorked_and_so_is_one_without_a_socket():
-    import socket
-
     from stratalog.server import region_response
 
     left, right = socket.socketpair(socket.AF_UNIX)
