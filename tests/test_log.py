@@ -439,7 +439,7 @@ def _broken_second_header(make_log) -> tuple[Log, int]:
     os.close(descriptor)
     # The file changed under the log: where it appended its batches no longer holds, and a reopened
     # log would not remember it either. The header is read again, as after a restart.
-    log.active_segment.forget_placed()
+    log.active_segment.forget_positions()
     return log, second
 
 

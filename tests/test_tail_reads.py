@@ -1,8 +1,8 @@
-"""A read from the log's tail -- a follower's round, a consumer's long poll -- starts at a batch the
-leader appended lately. The active segment remembers where those batches are, so such a read needs
-no index lookup and no header read before the batch itself; everywhere else (older batches, a
-reopened log, a truncated one) the index and the headers decide, as before, and both give the same
-answer."""
+"""Most reads start where the log's recent activity left off: a read from the tail (a follower's
+round, a consumer's long poll) at a batch the leader appended lately, a consumer reading one batch at
+a time where its last read ended. A segment remembers both places, so such a read needs no index
+lookup and no header read of the batch before its own; everywhere else (older batches, a reopened
+log, a truncated one) the index and the headers decide, as before, and both give the same answer."""
 
 from __future__ import annotations
 
@@ -87,3 +87,52 @@ def test_after_a_truncation_a_read_finds_the_batch_now_at_a_forgotten_offset(tmp
     fetched = log.read(6, 1 << 20, isolation=FetchIsolation.LOG_END)
     assert fetched.data == whole[len(batch(3)) + len(batch(1)):]   # the 5-record batch holding offset 6
     log.close()
+
+
+def test_a_consumer_reading_one_batch_at_a_time_finds_each_next_batch_by_its_header_alone(tmp_path):
+    """A reopened log remembers no append: after its first read, each read is the next batch's header
+    and the batch (two reads of the file), not the index entry's batch before it too."""
+    log = open_log(tmp_path / "t-0")
+    bases = appended(log, [3, 1, 4, 1, 5, 9, 2, 6])
+    log.close()
+    log = open_log(tmp_path / "t-0")
+    reads = CountingReads(log.active_segment)
+    whole = log.active_segment.log.read(0, 1 << 20)
+    sizes = [len(batch(n)) for n in (3, 1, 4, 1, 5, 9, 2, 6)]
+    log.read(bases[0], 1, isolation=FetchIsolation.LOG_END)   # one byte asked: one batch served
+    calls, got = [], []
+    for i, base in enumerate(bases[1:], start=1):
+        before = reads.calls
+        got.append(log.read(base, 1, isolation=FetchIsolation.LOG_END).data)
+        calls.append(reads.calls - before)
+    assert calls == [2] * (len(bases) - 1)
+    assert got == [whole[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(1, len(bases))]
+    log.close()
+
+
+def test_after_a_truncation_a_read_does_not_start_where_an_earlier_read_ended(tmp_path):
+    """A read of the batch at 0 ended where offset 3 began. After a truncation to 0, a batch boundary
+    lies at that same place again, but the batch there begins at offset 1: a read of offset 3 finds
+    the batch holding 3, not the one now where 3 once began."""
+    log = open_log(tmp_path / "t-0")
+    assert appended(log, [3, 3]) == [0, 3]
+    log.close()
+    log = open_log(tmp_path / "t-0")   # nothing appended by this one: only the read's end is remembered
+    log.read(0, 1, isolation=FetchIsolation.LOG_END)
+    log.truncate_to(0)
+    same_size = one_record_batch_of(len(batch(3)))
+    with kernel(stratalog_native):
+        assert [log.append(b).first_offset for b in (same_size, batch(1), batch(3))] == [0, 1, 2]
+    whole = log.active_segment.log.read(0, 1 << 20)
+    holding_3 = len(same_size) + len(batch(1))
+    assert log.read(3, 1, isolation=FetchIsolation.LOG_END).data == whole[holding_3:]
+    log.close()
+
+
+def one_record_batch_of(size: int) -> bytes:
+    """A batch of one record, exactly ``size`` bytes long."""
+    for value_size in range(size):
+        made = build_batch([Record(0, T0, b"k", b"x" * value_size)])
+        if len(made) == size:
+            return made
+    raise AssertionError(f"no one-record batch is {size} bytes")

@@ -120,6 +120,9 @@ class LogSegment:
         # no header reads. Forgotten whenever positions may change (truncation, recovery).
         self._placed: dict[int, _Placed] = {}
         self._placed_before: dict[int, _Placed] = {}
+        # Where a consumer reading one batch at a time reads next: the offset and position past the
+        # batch it just read (its next read starts there, and finds the header without the index).
+        self._read_ends: dict[int, int] = {}
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, path={self.log.path})"
@@ -316,9 +319,17 @@ class LogSegment:
         placed = self._placed.get(offset) or self._placed_before.get(offset)
         if placed is not None and placed[0] >= starting_position:   # a batch appended here lately
             return BatchInfo(placed[0], placed[1], 2, offset, placed[2], placed[3], placed[4])
+        log = self.log
+        read_end = self._read_ends.get(offset)
+        if read_end is not None and read_end >= starting_position:   # where an earlier read ended
+            try:
+                info = peek_batch(log.read(read_end, HEADER_READ_AHEAD), 0, at=read_end, header_only=True)
+            except CorruptRecordError:
+                info = None
+            if info is not None and info.base_offset == offset and read_end + info.size <= log.size:
+                return info
         _, position = self.offset_index.lookup(offset)
         position = max(position, starting_position)
-        log = self.log
         # Every fetch comes here, and most find their batch one header past the index entry: an
         # entry is keyed by its batch's last offset, so a consumer asking from a batch's start lands
         # on the batch before (a batch past index.interval.bytes has an entry of its own). Two
@@ -351,6 +362,11 @@ class LogSegment:
         adjusted = max(max_size, start.size) if min_one_message else max_size
         length = max(0, min(limit - start.position, adjusted))
         incomplete = adjusted < start.size
+        if length == start.size:   # the slice is this one batch: the next read starts past it
+            read_ends = self._read_ends
+            if len(read_ends) >= RECENT_BATCHES:
+                read_ends = self._read_ends = {}
+            read_ends[start.last_offset + 1] = start.position + start.size
         if zero_copy:
             return SegmentSlice(self.base_offset, start.position, b"", incomplete,
                                 self.log.region(start.position, length) if length else None, start)
@@ -396,7 +412,7 @@ class LogSegment:
             valid_bytes, last_index_entry = self._apply_scan(scanned, epoch_cache)
         else:
             valid_bytes, last_index_entry = self._recover_in_python(on_batch, epoch_cache)
-        self.forget_placed()
+        self.forget_positions()
         truncated = self.log.size - valid_bytes
         if truncated:
             self.log.truncate_to(valid_bytes)
@@ -461,7 +477,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch containing an offset ≥ ``offset``; returns bytes removed."""
         mapping = self.translate_offset(offset)
-        self.forget_placed()
+        self.forget_positions()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self._max_timestamp = None
@@ -474,9 +490,9 @@ class LogSegment:
             self._rolling_loaded = False
         return removed
 
-    def forget_placed(self) -> None:
-        """Forget where the recent batches were: their positions may no longer hold."""
-        self._placed, self._placed_before = {}, {}
+    def forget_positions(self) -> None:
+        """Forget where the recent batches were, and where reads ended: their positions may no longer hold."""
+        self._placed, self._placed_before, self._read_ends = {}, {}, {}
 
     # -- files ------------------------------------------------------------------------------
     def flush(self) -> None:
