@@ -437,8 +437,9 @@ def _broken_second_header(make_log) -> tuple[Log, int]:
     descriptor = os.open(log.active_segment.log.path, os.O_WRONLY)
     os.pwrite(descriptor, (5).to_bytes(4, "big"), second + 8)
     os.close(descriptor)
-    # The file changed under the log: where it appended its batches no longer holds, and a reopened
-    # log would not remember it either. The header is read again, as after a restart.
+    # The file changed under the log: the header of a batch it appended now differs from what it
+    # remembers of it, and a reopened log would remember nothing. The header is read again, as
+    # after a restart (a running log trusts its own appends, as it trusts its index).
     log.active_segment.forget_positions()
     return log, second
 

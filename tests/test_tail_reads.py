@@ -6,6 +6,7 @@ log, a truncated one) the index and the headers decide, as before, and both give
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -111,28 +112,54 @@ def test_a_consumer_reading_one_batch_at_a_time_finds_each_next_batch_by_its_hea
 
 
 def test_after_a_truncation_a_read_does_not_start_where_an_earlier_read_ended(tmp_path):
-    """A read of the batch at 0 ended where offset 3 began. After a truncation to 0, a batch boundary
-    lies at that same place again, but the batch there begins at offset 1: a read of offset 3 finds
-    the batch holding 3, not the one now where 3 once began."""
+    """A read of the batch at 0 ended where offset 3 began. After a truncation to 0, that place lies
+    inside a record's value, whose bytes there happen to look like a batch header naming offset 3
+    (a producer's value may hold anything). A read of offset 3 finds the batch that holds it: the
+    truncation forgot where the earlier read ended."""
     log = open_log(tmp_path / "t-0")
     assert appended(log, [3, 3]) == [0, 3]
     log.close()
     log = open_log(tmp_path / "t-0")   # nothing appended by this one: only the read's end is remembered
     log.read(0, 1, isolation=FetchIsolation.LOG_END)
     log.truncate_to(0)
-    same_size = one_record_batch_of(len(batch(3)))
+    forged = value_with_header_at(len(batch(3)), naming_offset=3)
     with kernel(stratalog_native):
-        assert [log.append(b).first_offset for b in (same_size, batch(1), batch(3))] == [0, 1, 2]
+        assert [log.append(b).first_offset for b in (forged, batch(3))] == [0, 1]
     whole = log.active_segment.log.read(0, 1 << 20)
-    holding_3 = len(same_size) + len(batch(1))
-    assert log.read(3, 1, isolation=FetchIsolation.LOG_END).data == whole[holding_3:]
+    assert log.read(3, 1, isolation=FetchIsolation.LOG_END).data == whole[len(forged):]   # offsets 1-3
     log.close()
 
 
-def one_record_batch_of(size: int) -> bytes:
-    """A batch of one record, exactly ``size`` bytes long."""
-    for value_size in range(size):
-        made = build_batch([Record(0, T0, b"k", b"x" * value_size)])
-        if len(made) == size:
-            return made
-    raise AssertionError(f"no one-record batch is {size} bytes")
+def value_with_header_at(position: int, *, naming_offset: int) -> bytes:
+    """A one-record batch whose value holds, at ``position`` of the batch, the start of a v2 batch
+    header (base offset ``naming_offset``, the smallest batch length, magic 2)."""
+    header = struct.pack(">qiib", naming_offset, 49, 0, 2).ljust(61, b"\0")
+    size = position + 2 * len(header)
+    marker = b"\x7f" * 8
+    value_at = build_batch([Record(0, T0, b"k", marker + bytes(size - len(marker)))]).index(marker)
+    value = bytes(position - value_at) + header
+    made = build_batch([Record(0, T0, b"k", value + bytes(size - len(value)))])
+    assert made[position:position + len(header)] == header
+    return made
+
+
+def test_a_rolled_segment_remembers_no_place_so_memory_does_not_grow_with_the_segments(tmp_path):
+    """Once a segment has rolled, a read there at a batch it appended, and a reader going on through
+    it a batch at a time, find each batch through the index and the headers (three reads of the
+    file or more, not one or two): nothing is kept for segments past the active one."""
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    log, _ = load_log(directory, TopicPartition("t", 0), LogConfig.from_overrides({"segment.bytes": 1000}),
+                      recovery_point=0, had_clean_shutdown=False, clock=lambda: T0)
+    bases = appended(log, [2] * 30)
+    rolled = log.segments[0]
+    assert rolled is not log.active_segment and len(rolled.log.read(0, 1 << 20)) > 3 * len(batch(2))
+    reads = CountingReads(rolled)
+    log.read(bases[0], 1, isolation=FetchIsolation.LOG_END)   # its end would be the next read's place
+    calls = []
+    for base in bases[1:4]:
+        before = reads.calls
+        log.read(base, 1, isolation=FetchIsolation.LOG_END)
+        calls.append(reads.calls - before)
+    assert min(calls) >= 3, calls
+    log.close()

@@ -118,7 +118,7 @@ class LocalLog:
                 bound = segment.translate_offset(max_offset)
                 max_position = bound.position if bound is not None else max_position
             piece = segment.read(start_offset, max_bytes, max_position=max_position,
-                                 min_one_message=min_one_message, zero_copy=zero_copy)
+                                 min_one_message=min_one_message, zero_copy=zero_copy, remember_end=segment is active)
             if piece is not None and (piece.data or piece.region is not None):
                 return piece
         return None

@@ -54,6 +54,10 @@ NEVER = 1 << 80
 # read next by the followers and consumers at the log's tail.
 RECENT_BATCHES = 64
 
+# Readers of the active segment whose next read it remembers: a partition's tail rarely has more
+# consumers than this at once, and a dict of this size costs a few KiB per partition.
+RECENT_READERS = 64
+
 # A remembered batch, keyed by its base offset: (position, size, last offset, max timestamp, record count).
 _Placed = tuple[int, int, int, int, int]
 
@@ -308,6 +312,7 @@ class LogSegment:
         # would cost three per segment where Kafka (whose indexes are mmapped) keeps one.
         self.offset_index.close()
         self.time_index.close()
+        self.forget_positions()   # its tail reads are over: the active segment's readers move on
 
     def resize_indexes_to_max(self) -> None:
         self.offset_index.resize_to_max()
@@ -315,13 +320,14 @@ class LogSegment:
 
     # -- read -------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
-        """The first batch whose last offset is ≥ ``offset`` (index lookup, then a header scan)."""
+        """The first batch whose last offset is ≥ ``offset``: a batch appended lately, or the one where an
+        earlier read ended, found without the index; else an index lookup, then a header scan."""
         placed = self._placed.get(offset) or self._placed_before.get(offset)
-        if placed is not None and placed[0] >= starting_position:   # a batch appended here lately
+        if placed is not None and placed[0] >= starting_position:   # a tail read: known without a header
             return BatchInfo(placed[0], placed[1], 2, offset, placed[2], placed[3], placed[4])
         log = self.log
         read_end = self._read_ends.get(offset)
-        if read_end is not None and read_end >= starting_position:   # where an earlier read ended
+        if read_end is not None and read_end >= starting_position:   # a reader going on: its header alone
             try:
                 info = peek_batch(log.read(read_end, HEADER_READ_AHEAD), 0, at=read_end, header_only=True)
             except CorruptRecordError:
@@ -330,7 +336,7 @@ class LogSegment:
                 return info
         _, position = self.offset_index.lookup(offset)
         position = max(position, starting_position)
-        # Every fetch comes here, and most find their batch one header past the index entry: an
+        # Most other reads find their batch one header past the index entry: an
         # entry is keyed by its batch's last offset, so a consumer asking from a batch's start lands
         # on the batch before (a batch past index.interval.bytes has an entry of its own). Two
         # headers are read alone; anything else, a bad or torn header included, is left to the scan.
@@ -352,9 +358,15 @@ class LogSegment:
         return None
 
     def read(self, start_offset: int, max_size: int, *, max_position: int | None = None,
-             min_one_message: bool = False, zero_copy: bool = False) -> SegmentSlice | None:
+             min_one_message: bool = False, zero_copy: bool = False, remember_end: bool = False
+             ) -> SegmentSlice | None:
         """Batch-granular read: the slice may begin with offsets below ``start_offset``. ``zero_copy``:
-        the slice is a region of the file, for a transport to send from there."""
+        the slice is a region of the file, for a transport to send from there. ``remember_end``: a slice
+        of one batch leaves where the next one begins, for the reader's next read (the active segment's
+        readers: an older segment keeps nothing, so that memory does not grow with the segments)."""
+        # Taken before the read: a truncation meanwhile replaces it, and the end noted below (of a
+        # batch the truncation may have removed) then goes to the dict it dropped.
+        read_ends = self._read_ends
         start = self.translate_offset(start_offset)
         if start is None:
             return None
@@ -362,10 +374,9 @@ class LogSegment:
         adjusted = max(max_size, start.size) if min_one_message else max_size
         length = max(0, min(limit - start.position, adjusted))
         incomplete = adjusted < start.size
-        if length == start.size:   # the slice is this one batch: the next read starts past it
-            read_ends = self._read_ends
-            if len(read_ends) >= RECENT_BATCHES:
-                read_ends = self._read_ends = {}
+        if remember_end and length == start.size:   # the slice is this one batch: the next read starts past it
+            if len(read_ends) >= RECENT_READERS:   # more readers than that: start again rather than evict
+                read_ends.clear()
             read_ends[start.last_offset + 1] = start.position + start.size
         if zero_copy:
             return SegmentSlice(self.base_offset, start.position, b"", incomplete,
@@ -484,6 +495,9 @@ class LogSegment:
         if mapping is None:
             return 0
         removed = self.log.truncate_to(mapping.position)
+        # Again once the bytes are gone: a read that began before the cut may have noted an end
+        # meanwhile, in the dict made by the first forget.
+        self.forget_positions()
         self._bytes_since_last_index_entry = 0
         self._next_offset = None
         if self.size == 0:
