@@ -121,7 +121,7 @@ class LogSegment:
         self._next_offset: int | None = None
         # Where the batches this process appended last are: a read from the log's tail (a follower's
         # round, a consumer's long poll) starts at one of them, and then needs no index lookup and
-        # no header reads. Forgotten whenever positions may change (truncation, recovery).
+        # no header reads. Forgotten whenever positions may change (truncation, recovery) and at a roll.
         self._placed: dict[int, _Placed] = {}
         self._placed_before: dict[int, _Placed] = {}
         # Where a consumer reading one batch at a time reads next: the offset and position past the
@@ -336,10 +336,10 @@ class LogSegment:
                 return info
         _, position = self.offset_index.lookup(offset)
         position = max(position, starting_position)
-        # Most other reads find their batch one header past the index entry: an
-        # entry is keyed by its batch's last offset, so a consumer asking from a batch's start lands
-        # on the batch before (a batch past index.interval.bytes has an entry of its own). Two
-        # headers are read alone; anything else, a bad or torn header included, is left to the scan.
+        # Most other reads find their batch one header past the index entry: an entry is keyed by its
+        # batch's last offset, so a consumer asking from a batch's start lands on the batch before (a
+        # batch past index.interval.bytes has an entry of its own). Two headers are read alone;
+        # anything else, a bad or torn header included, is left to the scan.
         for _ in range(2):
             try:
                 info = peek_batch(log.read(position, HEADER_READ_AHEAD), 0, at=position, header_only=True)
