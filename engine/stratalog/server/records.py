@@ -14,7 +14,6 @@ since an HTTP request always has a response.
 from __future__ import annotations
 
 import dataclasses
-import struct
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -34,9 +33,6 @@ from stratalog.common.errors import (
 from stratalog.common.limits import INT32_MAX, INT64_MAX
 from stratalog.common.names import TopicPartition
 from stratalog.records import (
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    V2_HEADER_SIZE,
     Compression,
     Record,
     TimestampType,
@@ -45,6 +41,7 @@ from stratalog.records import (
     iter_batch_infos,
     parse_header,
     parse_legacy_entry,
+    peek_batch,
 )
 from stratalog.records.json_form import record_from_dict, record_to_dict
 from stratalog.records.transactions import AbortedTransaction, TransactionTracker, control_type
@@ -54,7 +51,6 @@ from stratalog.server.region_response import RegionResponse
 from stratalog.server.state import ServerState, state_of
 
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-_BATCH_LENGTH = struct.Struct(">i")   # a batch's size field, after its base offset
 _RECORDS_BODY_FIELDS = {"records"}
 
 
@@ -69,13 +65,13 @@ def _acks(request: web.Request) -> Acks:
 
 
 def _split_raw(data: bytes) -> list[bytes]:
-    # Most bodies are one v2 batch whose size field spans them (the walk below would find just it):
-    # taken as it is. The append checks it whole (CRC, records) as it checks any batch.
-    if (len(data) >= V2_HEADER_SIZE and data[MAGIC_OFFSET] == 2
-            and _BATCH_LENGTH.unpack_from(data, 8)[0] == len(data) - LOG_OVERHEAD):
-        return [data]
     if not data:
         raise CorruptRecordError(0, "the body is empty; expected one or more v2 record batches")
+    # Most bodies are one batch: taken as it is once its header says it spans the body, without the
+    # walk below (which reads that header first too, and fails on it the same way).
+    first = peek_batch(data, 0, source="request body")
+    if first is not None and first.size == len(data):
+        return [data]
     batches = [data[i.position : i.position + i.size] for i in iter_batch_infos(data, source="request body")]
     consumed = sum(len(b) for b in batches)
     if consumed != len(data):
