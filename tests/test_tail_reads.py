@@ -19,7 +19,7 @@ from stratalog.common.names import TopicPartition
 from stratalog.records import Record, build_batch
 from stratalog.storage.loader import load_log
 from stratalog.storage.log import Log
-from stratalog.storage.segment import RECENT_BATCHES, LogSegment
+from stratalog.storage.segment import RECENT_PLACES, LogSegment
 
 T0 = 1_700_000_000_000
 
@@ -66,10 +66,10 @@ def test_a_read_at_a_batch_appended_lately_reads_that_batch_and_nothing_before_i
 
 
 def test_every_remembered_batch_is_where_the_file_says_it_is(tmp_path):
-    """More batches than two generations hold: the remembered ones and the forgotten ones are found
+    """More batches than it keeps places for: the remembered ones and the forgotten ones are found
     exactly as a reopened log, which remembers none, finds them by its index and headers."""
     log = open_log(tmp_path / "t-0")
-    bases = appended(log, [1 + i % 7 for i in range(3 * RECENT_BATCHES)])
+    bases = appended(log, [1 + i % 7 for i in range(3 * RECENT_PLACES)])
     remembered = [log.active_segment.translate_offset(base) for base in bases]
     log.close()
     reopened = open_log(tmp_path / "t-0")

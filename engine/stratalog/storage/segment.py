@@ -50,13 +50,10 @@ class SegmentOffsetOverflowError(StratalogError):
 # A time bound that is never passed (the native kernel takes any Python int); -NEVER is always passed.
 NEVER = 1 << 80
 
-# Batches a segment remembers the place of, per generation (two are kept): appended last, so
-# read next by the followers and consumers at the log's tail.
-RECENT_BATCHES = 64
-
-# Readers of the active segment whose next read it remembers: a partition's tail rarely has more
-# consumers than this at once, and a dict of this size costs a few KiB per partition.
-RECENT_READERS = 64
+# How many places the active segment remembers of each kind (batches appended lately, where
+# readers' one-batch reads ended): a partition's tail rarely has more followers and consumers at
+# once. Past it a dict starts again empty rather than evict; its next read goes by the index.
+RECENT_PLACES = 64
 
 # A remembered batch, keyed by its base offset: (position, size, last offset, max timestamp, record count).
 _Placed = tuple[int, int, int, int, int]
@@ -123,7 +120,6 @@ class LogSegment:
         # round, a consumer's long poll) starts at one of them, and then needs no index lookup and
         # no header reads. Forgotten whenever positions may change (truncation, recovery) and at a roll.
         self._placed: dict[int, _Placed] = {}
-        self._placed_before: dict[int, _Placed] = {}
         # Where a consumer reading one batch at a time reads next: the offset and position past the
         # batch it just read (its next read starts there, and finds the header without the index).
         self._read_ends: dict[int, int] = {}
@@ -232,9 +228,8 @@ class LogSegment:
         self._index_batch(last_offset, max_timestamp, last_offset, size, len(data))
         self._next_offset = last_offset + 1
         placed = self._placed
-        if len(placed) >= RECENT_BATCHES:   # a new generation: the older one is dropped
-            self._placed_before, placed = placed, {}
-            self._placed = placed
+        if len(placed) >= RECENT_PLACES:
+            placed.clear()
         placed[base_offset] = (size, len(data), last_offset, max_timestamp, accepted[2])
         return accepted
 
@@ -322,17 +317,14 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
         """The first batch whose last offset is ≥ ``offset``: a batch appended lately, or the one where an
         earlier read ended, found without the index; else an index lookup, then a header scan."""
-        placed = self._placed.get(offset) or self._placed_before.get(offset)
+        placed = self._placed.get(offset)
         if placed is not None and placed[0] >= starting_position:   # a tail read: known without a header
             return BatchInfo(placed[0], placed[1], 2, offset, placed[2], placed[3], placed[4])
-        log = self.log
         read_end = self._read_ends.get(offset)
         if read_end is not None and read_end >= starting_position:   # a reader going on: its header alone
-            try:
-                info = peek_batch(log.read(read_end, HEADER_READ_AHEAD), 0, at=read_end, header_only=True)
-            except CorruptRecordError:
-                info = None
-            if info is not None and info.base_offset == offset and read_end + info.size <= log.size:
+            # Taken only if it names this offset: bytes inside a batch may look like a header.
+            info = self._header_at(read_end)
+            if info is not None and info.base_offset == offset:
                 return info
         _, position = self.offset_index.lookup(offset)
         position = max(position, starting_position)
@@ -341,21 +333,30 @@ class LogSegment:
         # batch past index.interval.bytes has an entry of its own). Two headers are read alone;
         # anything else, a bad or torn header included, is left to the scan.
         for _ in range(2):
-            try:
-                info = peek_batch(log.read(position, HEADER_READ_AHEAD), 0, at=position, header_only=True)
-            except CorruptRecordError:
-                break
-            if info is None or position + info.size > log.size:
+            info = self._header_at(position)
+            if info is None:
                 break
             if info.last_offset >= offset:
                 return info
             position += info.size
         # The index entry is at most about index.interval.bytes before the batch sought: a short scan.
+        log = self.log
         for info, _ in scan_batches(log.read, position, log.size, TRANSLATE_SCAN_CHUNK, whole=False,
                                     source=str(log.path)):
             if info.last_offset >= offset:
                 return info
         return None
+
+    def _header_at(self, position: int) -> BatchInfo | None:
+        """The header of a whole batch at ``position``; None for a bad, torn or cut-short one (the scan
+        then decides, and names what is wrong)."""
+        try:
+            info = peek_batch(self.log.read(position, HEADER_READ_AHEAD), 0, at=position, header_only=True)
+        except CorruptRecordError:
+            return None
+        if info is None or position + info.size > self.log.size:
+            return None
+        return info
 
     def read(self, start_offset: int, max_size: int, *, max_position: int | None = None,
              min_one_message: bool = False, zero_copy: bool = False, remember_end: bool = False
@@ -375,7 +376,7 @@ class LogSegment:
         length = max(0, min(limit - start.position, adjusted))
         incomplete = adjusted < start.size
         if remember_end and length == start.size:   # the slice is this one batch: the next read starts past it
-            if len(read_ends) >= RECENT_READERS:   # more readers than that: start again rather than evict
+            if len(read_ends) >= RECENT_PLACES:
                 read_ends.clear()
             read_ends[start.last_offset + 1] = start.position + start.size
         if zero_copy:
@@ -506,7 +507,7 @@ class LogSegment:
 
     def forget_positions(self) -> None:
         """Forget where the recent batches were, and where reads ended: their positions may no longer hold."""
-        self._placed, self._placed_before, self._read_ends = {}, {}, {}
+        self._placed, self._read_ends = {}, {}
 
     # -- files ------------------------------------------------------------------------------
     def flush(self) -> None:
