@@ -16,6 +16,7 @@ import pytest
 
 from certificates import Authority
 from stratalog.broker.fetch import FileRegion
+from stratalog.server import sendfile
 from stratalog.server.records import SENDFILE_ABOVE_BYTES, sends_from_file
 from stratalog.server.sendfile import send_region
 
@@ -53,7 +54,8 @@ async def serve_region_and_read(path: Path, position: int, size: int, server_tls
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "tls"])
-def test_a_region_arrives_as_the_file_holds_it_after_what_was_written_before(tmp_path: Path, tls: bool):
+def test_a_region_arrives_as_the_file_holds_it_after_what_was_written_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: bool):
     path = tmp_path / "segment"
     content = bytes(range(256)) * 4096   # 1 MiB: more than a socket takes at once
     path.write_bytes(content)
@@ -64,13 +66,21 @@ def test_a_region_arrives_as_the_file_holds_it_after_what_was_written_before(tmp
         server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         server_tls.load_cert_chain(cert, key)
         client_tls = ssl.create_default_context(cafile=str(authority.cert))
+    at_once: list[int] = []   # what the socket took of the region before the loop sent the rest
+    send_at_once = sendfile._send_at_once
+    monkeypatch.setattr(sendfile, "_send_at_once", lambda *args: at_once.append(send_at_once(*args)) or at_once[-1])
     received = asyncio.run(serve_region_and_read(path, 100, len(content) - 200, server_tls, client_tls))
     assert received == b"head" + content[100:-100]
+    # Plaintext: the socket took a part from the file at once, and the loop sent the rest. TLS: all of
+    # it through the encryption, nothing straight from the file.
+    [taken] = at_once
+    assert (0 < taken < len(content) - 200) if not tls else taken == 0
 
 
-def test_a_region_whose_file_shrank_closes_the_connection_short_of_its_length(tmp_path: Path):
-    """The frame or headers announced the region's length; the file no longer has it all. The client
-    gets what there is and then the end of the connection, never a wrong byte in its place."""
+def test_a_region_longer_than_its_file_closes_the_connection_short_of_its_length(tmp_path: Path):
+    """The frame or headers announced the region's length; the file does not hold it all (it lost
+    bytes since the read). The client gets what there is and then the end of the connection, never a
+    wrong byte in its place."""
     path = tmp_path / "segment"
     content = bytes(range(256)) * 2048   # 512 KiB
     path.write_bytes(content)
