@@ -105,9 +105,9 @@ def test_a_fetch_answer_corks_its_connection_and_uncorks_it_or_does_neither_wher
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             sock = writer.get_extra_info("socket")
-            states.append(region_response._cork(sock, True))
+            states.append(region_response.cork(sock, True))
             states.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
-            states.append(region_response._cork(sock, False))
+            states.append(region_response.cork(sock, False))
             states.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK))
             writer.close()
 
@@ -127,8 +127,8 @@ def test_a_connection_that_is_not_tcp_is_left_uncorked_and_so_is_one_without_a_s
 
     left, right = socket.socketpair(socket.AF_UNIX)
     with left, right:
-        assert region_response._cork(left, True) is False   # the kernel refuses TCP_CORK on it
-    assert region_response._cork(None, True) is False
+        assert region_response.cork(left, True) is False   # the kernel refuses TCP_CORK on it
+    assert region_response.cork(None, True) is False
 
 
 def test_a_region_answer_announces_its_own_type_and_length_over_any_given_whatever_their_case(tmp_path: Path):

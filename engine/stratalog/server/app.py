@@ -26,6 +26,8 @@ from stratalog.server.access.permissions import (
     REPLICATE_ALL,
     Need,
 )
+from stratalog.server.direct.connection import DirectHandler
+from stratalog.server.direct.framing import DATA_ROUTE
 from stratalog.server.gate import Handler, request_gate
 from stratalog.server.openapi import build_document
 from stratalog.server.state import STATE, ServerState
@@ -41,10 +43,15 @@ async def openapi(request: web.Request) -> web.Response:
 
 # (method, path, handler, what it needs when access control is on): the whole API.
 # See server/access/model.py for the verbs; docs/access.md for the Roles that grant them.
+# The data route: served by server/direct on connections that start with it, and by aiohttp on the others.
+DATA_HANDLERS: dict[str, tuple[DirectHandler, Need]] = {
+    "POST": (records.produce_partition, PRODUCE),
+    "GET": (records.fetch, CONSUME),
+}
+
 ROUTES: tuple[tuple[str, str, Handler, Need], ...] = (
     # The data path first: aiohttp tries the routes under one prefix (/v1/topics) in this order.
-    ("POST", "/v1/topics/{topic}/partitions/{partition}/records", records.produce_partition, PRODUCE),
-    ("GET", "/v1/topics/{topic}/partitions/{partition}/records", records.fetch, CONSUME),
+    *((method, DATA_ROUTE, handler, need) for method, (handler, need) in DATA_HANDLERS.items()),
     ("GET", "/v1/topics", topics.list_topics, AUTHENTICATED),
     ("POST", "/v1/topics", topics.create_topic, ADMINISTER_ALL),
     ("GET", "/v1/topics/{topic}", topics.get_topic, AUTHENTICATED),

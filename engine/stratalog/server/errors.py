@@ -36,6 +36,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from stratalog.common.errors import StratalogError
+from stratalog.server.api_request import ApiRequest
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ def error_response(status: int, code: str, message: str, *, headers: dict[str, s
 ErrorListener = Callable[[str], None]
 
 
-def error_answer(request: web.Request, error: Exception, on_error: ErrorListener) -> web.Response:
+def error_answer(request: ApiRequest, error: Exception, on_error: ErrorListener) -> web.Response:
     """The JSON error response for what a handler raised, counted by its code; re-raises an aiohttp
     redirect or other answer below 400, which is not a failure."""
     if isinstance(error, StratalogError):

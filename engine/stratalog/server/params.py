@@ -14,11 +14,10 @@ import json
 from collections.abc import Set
 from typing import Any
 
-from aiohttp import web
-
 from stratalog.broker.fetch import FetchIsolation
 from stratalog.common import strict_json
 from stratalog.common.names import validate_topic_name
+from stratalog.server.api_request import ApiRequest
 from stratalog.server.errors import BodyTooLargeError, RequestError
 from stratalog.common.limits import INT32_MAX, INT64_MIN, INT64_MAX
 
@@ -41,11 +40,11 @@ def _describe(value: object) -> str:
 
 
 # -- path ------------------------------------------------------------------------------------
-def topic(request: web.Request) -> str:
+def topic(request: ApiRequest) -> str:
     return validate_topic_name(request.match_info["topic"])
 
 
-def partition(request: web.Request) -> int:
+def partition(request: ApiRequest) -> int:
     return parse_int(request.match_info["partition"], "path parameter 'partition'", minimum=0, maximum=INT32_MAX)
 
 
@@ -62,7 +61,7 @@ def parse_int(text: str, where: str, *, minimum: int, maximum: int) -> int:
     return value
 
 
-def query_int(request: web.Request, name: str, default: int | None, *, minimum: int, maximum: int) -> int | None:
+def query_int(request: ApiRequest, name: str, default: int | None, *, minimum: int, maximum: int) -> int | None:
     values = request.query.getall(name, [])
     if not values:
         return default
@@ -71,7 +70,7 @@ def query_int(request: web.Request, name: str, default: int | None, *, minimum: 
     return parse_int(values[0], f"query parameter {name!r}", minimum=minimum, maximum=maximum)
 
 
-def query_bool(request: web.Request, name: str, default: bool) -> bool:
+def query_bool(request: ApiRequest, name: str, default: bool) -> bool:
     value = query_str(request, name)
     if value is None:
         return default
@@ -83,7 +82,7 @@ def query_bool(request: web.Request, name: str, default: bool) -> bool:
     raise RequestError(f"query parameter {name!r}: expected true or false, got {value!r}")
 
 
-def query_str(request: web.Request, name: str) -> str | None:
+def query_str(request: ApiRequest, name: str) -> str | None:
     values = request.query.getall(name, [])
     if not values:
         return None
@@ -92,7 +91,7 @@ def query_str(request: web.Request, name: str) -> str | None:
     return values[0]
 
 
-def query_choice(request: web.Request, name: str, choices: tuple[str, ...], default: str | None) -> str | None:
+def query_choice(request: ApiRequest, name: str, choices: tuple[str, ...], default: str | None) -> str | None:
     value = query_str(request, name)
     if value is None:
         return default
@@ -101,24 +100,24 @@ def query_choice(request: web.Request, name: str, choices: tuple[str, ...], defa
     return value
 
 
-def isolation(request: web.Request) -> FetchIsolation:
+def isolation(request: ApiRequest) -> FetchIsolation:
     """A consumer's ``isolation`` (Kafka's isolation.level): read_uncommitted (the default) or read_committed."""
     level = query_choice(request, "isolation", ("read_uncommitted", "read_committed"), "read_uncommitted")
     return FetchIsolation.for_consumer(level or "read_uncommitted")
 
 
-def query_topic(request: web.Request, name: str = "topic") -> str | None:
+def query_topic(request: ApiRequest, name: str = "topic") -> str | None:
     value = query_str(request, name)
     return None if value is None else validate_topic_name(value)
 
 
 # -- body ------------------------------------------------------------------------------------
-def media_type(request: web.Request) -> str:
+def media_type(request: ApiRequest) -> str:
     """The body's media type without parameters; aiohttp's default when absent is octet-stream."""
     return request.content_type.lower()
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
+async def read_body(request: ApiRequest, limit: int) -> bytes:
     """The whole body, refused with 413 as soon as it is known to exceed ``limit``."""
     length = request.content_length
     if length is not None and length > limit:
@@ -150,7 +149,7 @@ def parse_json(data: bytes, where: str = "body") -> Any:
         raise RequestError(f"{where}: JSON nested too deeply") from None
 
 
-async def json_object(request: web.Request, limit: int, *, allowed: Set[str], required: Set[str] = frozenset(),
+async def json_object(request: ApiRequest, limit: int, *, allowed: Set[str], required: Set[str] = frozenset(),
                       ) -> dict[str, Any]:
     """A JSON object body with only ``allowed`` keys (the body is required, as the document says)."""
     data = await read_body(request, limit)

@@ -46,6 +46,7 @@ from stratalog.records import (
 from stratalog.records.json_form import record_from_dict, record_to_dict
 from stratalog.records.transactions import AbortedTransaction, TransactionTracker, control_type
 from stratalog.server import params
+from stratalog.server.api_request import ApiRequest
 from stratalog.server.errors import RequestError
 from stratalog.server.region_response import RegionResponse
 from stratalog.server.state import ServerState, state_of
@@ -55,7 +56,7 @@ _RECORDS_BODY_FIELDS = {"records"}
 
 
 # -- produce ---------------------------------------------------------------------------------
-def _acks(request: web.Request) -> Acks:
+def _acks(request: ApiRequest) -> Acks:
     acks = params.query_str(request, "acks")
     if acks is not None and acks not in ("1", "all", "-1"):
         raise InvalidRequiredAcksError(f"query parameter 'acks': {acks!r} is not 1, all or -1 (acks=0 is not "
@@ -136,7 +137,7 @@ def _count_append(state: ServerState, tp: TopicPartition, result: ProduceResult)
     state.metrics.count_append(tp.topic, tp.partition, result.size, result.record_count)
 
 
-async def produce_partition(request: web.Request) -> web.Response:
+async def produce_partition(request: ApiRequest) -> web.Response:
     state = state_of(request)
     tp = TopicPartition(params.topic(request), params.partition(request))
     acks = _acks(request)
@@ -265,7 +266,7 @@ def sends_from_file(binary: bool, max_bytes: int, *, tls: bool) -> bool:
     return binary and not tls and max_bytes > SENDFILE_ABOVE_BYTES
 
 
-def _wants_binary(request: web.Request) -> bool:
+def _wants_binary(request: ApiRequest) -> bool:
     fmt = params.query_choice(request, "format", ("json", "binary"), None)
     if fmt is not None:
         return fmt == "binary"
@@ -273,7 +274,7 @@ def _wants_binary(request: web.Request) -> bool:
     return params.RECORD_BATCH in accept or (params.OCTET_STREAM in accept and params.JSON not in accept)
 
 
-async def fetch(request: web.Request) -> web.StreamResponse:
+async def fetch(request: ApiRequest) -> web.StreamResponse:
     state = state_of(request)
     settings = state.settings
     tp = TopicPartition(params.topic(request), params.partition(request))

@@ -29,12 +29,16 @@ class RegionResponse(web.StreamResponse):
         super().__init__(headers={**given, hdrs.CONTENT_TYPE: content_type, hdrs.CONTENT_LENGTH: str(region.size)})
         self._region = region
 
+    @property
+    def region(self) -> FileRegion:
+        return self._region
+
     async def prepare(self, request: BaseRequest) -> AbstractStreamWriter | None:
         if self.prepared:
             return await super().prepare(request)
         region = self._region
         sock = request.transport.get_extra_info("socket") if request.transport is not None else None
-        corked = _cork(sock, True)
+        corked = cork(sock, True)
         try:
             writer = await super().prepare(request)   # the headers go now (a StreamResponse's way)
             if request.transport is None:
@@ -44,14 +48,14 @@ class RegionResponse(web.StreamResponse):
             return writer
         finally:
             if corked:
-                _cork(sock, False)
+                cork(sock, False)
             region.close()
 
 
 _TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)   # Linux's; elsewhere the two segments stay two
 
 
-def _cork(sock: socket.socket | None, on: bool) -> bool:
+def cork(sock: socket.socket | None, on: bool) -> bool:
     """Hold (``on``) or release the connection's partial segments (TCP_CORK), so that the headers and
     the records leave in one segment rather than two; the receiver then wakes and parses once. False
     where there is nothing to hold: no TCP_CORK here, no socket, a socket that is not TCP (the kernel

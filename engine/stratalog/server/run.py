@@ -38,10 +38,12 @@ from stratalog.broker.replication import ReplicaSet, ReplicationSettings
 from stratalog.server.access.model import OPEN, AccessControl
 from stratalog.server.access.static_tokens import StaticTokens, TokenFileError
 from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
-from stratalog.server.app import create_app
+from stratalog.server.app import DATA_HANDLERS, create_app
+from stratalog.server.direct.listener import HttpListener, direct_enabled, start_listener
 from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.listener import KafkaListener
 from stratalog.server.credentials import NO_CREDENTIALS, Credentials
+from stratalog.server.direct.framing import MAX_LINE_BYTES
 from stratalog.server.replica_clients import leader_session
 from stratalog.server.replication import ControllerClient
 from stratalog.server.state import ServerState, Settings
@@ -132,27 +134,24 @@ class _MalformedRequests(logging.Filter):
 
 
 _MALFORMED = _MalformedRequests()
-MAX_REQUEST_LINE = 64 * 1024
+MAX_REQUEST_LINE = MAX_LINE_BYTES
 
 
 async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 30.0,
-                 access_log: bool = False, ssl_context: SSLContext | None = None) -> web.AppRunner | None:
+                 access_log: bool = False, ssl_context: SSLContext | None = None) -> HttpListener | None:
     """Start serving ``app``; None (with the reason logged) when the address cannot be bound."""
     # A request line of up to 64 KiB (aiohttp's default is 8190 bytes): past that aiohttp's parser
     # answers 400 in text/plain before the API's JSON errors can; no URL of this API comes close.
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout,
-                           access_log=logging.getLogger("aiohttp.access") if access_log else None,
-                           max_line_size=MAX_REQUEST_LINE)
     logging.getLogger("aiohttp.server").addFilter(_MALFORMED)   # idempotent: one filter object
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
+    options = {"access_log": logging.getLogger("aiohttp.access") if access_log else None,
+               "max_line_size": MAX_REQUEST_LINE}
     try:
-        await site.start()
+        return await start_listener(app, DATA_HANDLERS, host, port, runner_options=options,
+                                    shutdown_timeout=shutdown_timeout, direct=direct_enabled(access_log),
+                                    ssl_context=ssl_context)
     except OSError as error:
-        await runner.cleanup()
         logger.error("cannot listen on %s:%d: %s", host, port, error.strerror)
         return None
-    return runner
 
 
 async def serve(options: ServeOptions) -> int:

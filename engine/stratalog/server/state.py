@@ -15,6 +15,7 @@ from aiohttp import web
 from stratalog.broker.engine import Engine
 from stratalog.broker.replica_manager import ReplicaManager
 from stratalog.server.access.model import OPEN, AccessControl
+from stratalog.server.api_request import ApiRequest
 from stratalog.server.errors import NotReadyError
 from stratalog.server.metrics import ServerMetrics
 
@@ -101,5 +102,5 @@ class ServerState:
 STATE = web.AppKey("stratalog_state", ServerState)
 
 
-def state_of(request: web.Request) -> ServerState:
+def state_of(request: ApiRequest) -> ServerState:
     return request.app[STATE]

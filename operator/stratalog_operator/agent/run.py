@@ -34,6 +34,7 @@ from stratalog.common.config import parse_key_value_pairs
 from stratalog.server.access.model import OPEN, AccessControl
 from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import create_app
+from stratalog.server.direct.listener import HttpListener
 from stratalog.server.run import listen
 from stratalog.server.state import ServerState, Settings
 from stratalog.broker.engine import Engine
@@ -326,7 +327,7 @@ def _replication(kube: Kube, options: AgentRunOptions, engine: Engine, agent: Ag
     return driver
 
 
-def _bound_url(runner: web.AppRunner, scheme: str) -> str | None:
+def _bound_url(runner: HttpListener, scheme: str) -> str | None:
     for address in runner.addresses:
         host, port = address[0], address[1]
         if host in ("0.0.0.0", "::"):

@@ -21,9 +21,8 @@ from stratalog.server.access.permissions import Need
 PRINCIPAL = web.RequestKey("stratalog_principal", Principal)
 
 
-def bearer_token(request: web.Request) -> str | None:
-    """The token of ``Authorization: Bearer …``; None without the header; a malformed one is refused."""
-    header = request.headers.get("Authorization")
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer …`` header; None without one; a malformed one is refused."""
     if header is None:
         return None
     scheme, _, token = header.strip().partition(" ")
@@ -35,6 +34,20 @@ def bearer_token(request: web.Request) -> str | None:
     return token
 
 
+async def admit_to(access: AccessControl, need: Need, where: str, authorization: str | None,
+                   topic: str | None) -> Principal | None:
+    """The caller of one route (``where``), from its ``Authorization`` header and the route's
+    ``{topic}``: the principal, None for a public route, or the refusal raised."""
+    if need.public:
+        return None
+    principal = await access.authenticate(bearer_token(authorization), where)
+    if need.verb is not None:
+        # A name the handler would refuse is refused before it reaches the authorizer (or a log).
+        checked = validate_topic_name(topic or "") if need.per_topic else None
+        await access.authorize(principal, need.verb, checked, where)
+    return principal
+
+
 async def admit(access: AccessControl, needs: Mapping[tuple[str, str], Need], request: web.Request) -> None:
     """With access control on (the gate asks only then): let the request through, or raise the
     refusal; an admitted caller is ``request[PRINCIPAL]``."""
@@ -42,12 +55,7 @@ async def admit(access: AccessControl, needs: Mapping[tuple[str, str], Need], re
     if resource is None:
         return
     need = needs[(request.method, resource.canonical)]
-    if need.public:
-        return
-    where = f"{request.method} {resource.canonical}"
-    principal = await access.authenticate(bearer_token(request), where)
-    if need.verb is not None:
-        # A name the handler would refuse is refused before it reaches the authorizer (or a log).
-        topic = validate_topic_name(request.match_info["topic"]) if need.per_topic else None
-        await access.authorize(principal, need.verb, topic, where)
-    request[PRINCIPAL] = principal
+    principal = await admit_to(access, need, f"{request.method} {resource.canonical}",
+                               request.headers.get("Authorization"), request.match_info.get("topic"))
+    if principal is not None:
+        request[PRINCIPAL] = principal

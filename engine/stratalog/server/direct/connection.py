@@ -1,0 +1,280 @@
+"""One client connection on the direct path: its requests framed as they come, answered one after
+another in order (HTTP/1.1), or the connection handed to aiohttp.
+
+The gate's four jobs are done here as ``server/gate.py`` does them, in the same order: the request
+counted by method, route and status; errors as the API's JSON answers (``errors.error_answer``);
+the bearer token and the route's verb (``access.http.admit_to``); 503 when not ready. Handlers
+keep running when the client goes away (aiohttp's default too): an accepted produce completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from stratalog.server.access.http import admit_to
+from stratalog.server.access.permissions import Need
+from stratalog.server.api_request import ApiRequest
+from stratalog.server.direct.framing import (
+    DATA_ROUTE,
+    MAX_HEAD_BYTES,
+    Head,
+    HttpDate,
+    answer_head,
+    head_end,
+    parse_head,
+)
+from stratalog.server.direct.request import DirectRequest
+from stratalog.server.errors import error_answer
+from stratalog.server.region_response import RegionResponse, cork
+from stratalog.server.sendfile import send_region
+from stratalog.server.state import ServerState
+
+DirectHandler = Callable[[ApiRequest], Awaitable[web.StreamResponse]]
+# Requests framed and waiting past this many (a client pipelining without reading) stop the reading.
+MAX_QUEUED = 16
+
+
+@dataclass
+class DirectRoutes:
+    """What every direct connection shares: the data routes' handlers and needs by method, the app and
+    its state, and aiohttp's protocol for the connections handed over."""
+
+    app: web.Application
+    state: ServerState
+    handlers: Mapping[str, tuple[DirectHandler, Need]]
+    fallback: Callable[[], asyncio.Protocol]
+    date: HttpDate = field(default_factory=HttpDate)
+    connections: set[DirectConnection] = field(default_factory=set)
+
+
+class DirectConnection(asyncio.Protocol):
+    def __init__(self, routes: DirectRoutes) -> None:
+        self._routes = routes
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._pending = bytearray()    # received, not yet framed (a head or body still coming, or handed over)
+        self._need = 0                 # framing waits until ``_pending`` holds this many bytes
+        self._queue: deque[tuple[Head, bytes]] = deque()
+        self._worker: asyncio.Task[None] | None = None
+        self._handing_off = False      # a request for aiohttp came: it gets the connection once the queue is answered
+        self._last = False             # a request without keep-alive came: nothing after it is read
+        self._eof = False
+        self._lost = False
+        self._reading_paused = False
+        self._writing_paused = False
+        self._writable: asyncio.Future[None] | None = None
+        self.idle_since = self._loop.time()
+
+    # -- asyncio's protocol ------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:   # answers are single writes: nothing to gain from Nagle, a delayed ACK to lose (aiohttp does the same)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self._routes.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._last or self._lost:
+            return
+        if self._pending or self._handing_off:
+            self._pending += data
+            if self._handing_off or len(self._pending) < self._need:
+                self._throttle()
+                return
+            data = bytes(self._pending)
+            self._pending.clear()
+        self._frame(data)
+        if self._worker is None:
+            if self._queue:
+                self._worker = self._loop.create_task(self._serve())
+            elif self._handing_off:
+                self._hand_off()
+                return
+        self._throttle()
+
+    def eof_received(self) -> bool | None:
+        self._eof = True
+        if self._worker is None and self._handing_off:
+            return self._hand_off()
+        busy = self._worker is not None
+        # Keep the sending half open for the answers still owed (TLS cannot: it closes either way).
+        return True if busy and self._transport is not None and \
+            self._transport.get_extra_info("sslcontext") is None else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._routes.connections.discard(self)
+        self._wake_writer()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake_writer()
+
+    # -- framing -----------------------------------------------------------------------------------
+    def _frame(self, data: bytes) -> None:
+        """Queue each whole request in ``data``; keep what is not whole yet, or all from the first
+        request that is aiohttp's."""
+        self._need = 0
+        pos, size = 0, len(data)
+        limit = self._routes.state.body_limit()
+        while pos < size:
+            end = head_end(data, pos)
+            if end < 0:
+                if size - pos > MAX_HEAD_BYTES:
+                    self._handing_off = True   # aiohttp refuses the head
+                else:
+                    self._need = size - pos + 1
+                break
+            head = parse_head(data[pos:end])
+            if head is None or head.body_length > limit:
+                self._handing_off = True
+                break
+            stop = end + head.body_length
+            if stop > size:
+                self._need = stop - pos
+                break
+            self._queue.append((head, data[end:stop]))
+            pos = stop
+            if not head.keep_alive:
+                self._last = True
+                return
+        if pos < size:
+            self._pending += memoryview(data)[pos:]
+
+    def _throttle(self) -> None:
+        """Stop reading while answers are owed and a client keeps sending (pipelining, or a request
+        for aiohttp waiting for the queue); ``_serve`` reads again once they are answered."""
+        if self._reading_paused or self._transport is None or self._worker is None:
+            return
+        if self._handing_off or len(self._queue) > MAX_QUEUED:
+            self._transport.pause_reading()
+            self._reading_paused = True
+
+    # -- answering ---------------------------------------------------------------------------------
+    async def _serve(self) -> None:
+        try:
+            while self._queue and not self._lost:
+                head, body = self._queue.popleft()
+                await self._answer(head, body)
+        finally:
+            self._worker = None
+            self.idle_since = self._loop.time()
+        transport = self._transport
+        assert transport is not None
+        if self._handing_off:
+            self._hand_off()
+        elif self._last or self._eof:
+            transport.close()
+        elif self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    async def _answer(self, head: Head, body: bytes) -> None:
+        routes = self._routes
+        state = routes.state
+        transport = self._transport
+        assert transport is not None
+        handler, need = routes.handlers[head.method]
+        request = DirectRequest(head, body, transport, routes.app)
+        try:
+            if state.access.enabled:
+                await admit_to(state.access, need, f"{head.method} {DATA_ROUTE}", head.headers.get("Authorization"),
+                               head.topic)
+            state.check_ready()
+            response = await handler(request)
+        except Exception as error:  # noqa: BLE001 - as the gate: every failure is an answer
+            response = error_answer(request, error, state.metrics.error)
+        state.metrics.count_request(head.method, DATA_ROUTE, response.status)
+        keep_alive = head.keep_alive
+        date = routes.date.at(time.time())
+        if isinstance(response, RegionResponse):
+            await self._send_region(response, answer_head(
+                response.status, response.reason, response.headers.items(), response.region.size, date,
+                keep_alive=keep_alive, http10=head.http10))
+            return
+        payload = response.body if isinstance(response, web.Response) else None
+        if not isinstance(payload, bytes):
+            raise TypeError(f"a data route answered with {type(response).__name__} whose body is "
+                            f"{type(payload).__name__}, not bytes")
+        if transport.is_closing():
+            return
+        transport.write(answer_head(response.status, response.reason, response.headers.items(), len(payload), date,
+                                    keep_alive=keep_alive, http10=head.http10) + payload)
+        if self._writing_paused:
+            await self._writable_again()
+
+    async def _send_region(self, response: RegionResponse, head: bytes) -> None:
+        """The fields, then the region from its file, in one segment where the kernel can (TCP_CORK)."""
+        region, transport = response.region, self._transport
+        assert transport is not None
+        try:
+            if transport.is_closing():
+                return
+            await self._writable_again()
+            sock = transport.get_extra_info("socket")
+            corked = cork(sock, True)
+            try:
+                transport.write(head)
+                await send_region(transport, region)
+            finally:
+                if corked:
+                    cork(sock, False)
+        except ConnectionResetError:
+            self._lost = True   # send_region closed it: the file had lost bytes its fields promised
+        finally:
+            region.close()
+
+    async def _writable_again(self) -> None:
+        while self._writing_paused and not self._lost:
+            self._writable = self._loop.create_future()
+            await self._writable
+
+    def _wake_writer(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- handing over and closing -----------------------------------------------------------------
+    def _hand_off(self) -> bool | None:
+        """Give the connection, and every byte from the request that is aiohttp's, to aiohttp's protocol."""
+        self._routes.connections.discard(self)
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return None
+        protocol = self._routes.fallback()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+        data = bytes(self._pending)
+        self._pending.clear()
+        if data:
+            protocol.data_received(data)
+        return protocol.eof_received() if self._eof else None
+
+    @property
+    def idle(self) -> bool:
+        return self._worker is None and not self._queue and not self._pending
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    @property
+    def worker(self) -> asyncio.Task[None] | None:
+        return self._worker

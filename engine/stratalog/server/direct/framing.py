@@ -1,0 +1,156 @@
+"""Which requests the direct path takes, and the bytes of its answers: pure functions, no I/O.
+
+A request is the direct path's when its request line names a data route with GET or POST and its
+head, parsed by httptools (llhttp, the parser aiohttp's own C parser is built on), is plain: a
+``Content-Length`` body or none, no ``Transfer-Encoding``, ``Expect`` or ``Upgrade``, no field
+longer than aiohttp would take. Anything else is left whole to aiohttp, which answers it as it
+answers today (its own 400s for malformed heads included), so the two paths never disagree on
+what a request means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from email.utils import formatdate
+
+import httptools
+from multidict import CIMultiDict
+
+DATA_ROUTE = "/v1/topics/{topic}/partitions/{partition}/records"
+# aiohttp's limits (run.MAX_REQUEST_LINE, its max_field_size): a longer line or field is aiohttp's to refuse.
+MAX_LINE_BYTES = 64 * 1024
+MAX_FIELD_BYTES = 8190
+MAX_HEAD_BYTES = MAX_LINE_BYTES + 32 * MAX_FIELD_BYTES
+_METHODS = {b"GET": "GET", b"POST": "POST"}
+_REFUSED_FIELDS = frozenset({"transfer-encoding", "expect", "upgrade"})
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """A data-route request's head, as the handler will see it."""
+
+    method: str
+    path: str
+    topic: str
+    partition: str
+    query: str
+    headers: CIMultiDict[str]
+    body_length: int
+    keep_alive: bool
+    http10: bool
+
+
+def head_end(data: bytes, start: int) -> int:
+    """Where the head starting at ``start`` ends (just past its blank line), or -1 if it has not all come."""
+    end = data.find(b"\r\n\r\n", start)
+    return -1 if end < 0 else end + 4
+
+
+def data_target(line: bytes) -> tuple[str, str, str, str, str] | None:
+    """(method, path, topic, partition, query) of a request line naming a data route, else None.
+    Paths aiohttp would decode (``%``) or not match (empty segments, a trailing slash) are left to it."""
+    parts = line.split(b" ")
+    if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
+        return None
+    method = _METHODS.get(parts[0])
+    if method is None:
+        return None
+    target = parts[1]
+    path, _, query = target.partition(b"?")
+    if not target.isascii() or b"%" in path or b"#" in target:
+        return None
+    segments = path.split(b"/")
+    if (len(segments) != 7 or segments[0] or segments[1] != b"v1" or segments[2] != b"topics"
+            or segments[4] != b"partitions" or segments[6] != b"records" or not segments[3] or not segments[5]):
+        return None
+    return method, path.decode(), segments[3].decode(), segments[5].decode(), query.decode()
+
+
+class _Fields:
+    """httptools' callbacks for one head: its fields, and whether it was whole and plain."""
+
+    __slots__ = ("fields", "complete", "plain", "keep_alive", "http10", "parser")
+
+    def __init__(self) -> None:
+        self.fields: list[tuple[str, str]] = []
+        self.complete = False
+        self.plain = True
+        self.keep_alive = False
+        self.http10 = False
+        self.parser: httptools.HttpRequestParser | None = None
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        text = name.decode("latin-1")
+        if len(name) + len(value) > MAX_FIELD_BYTES or text.lower() in _REFUSED_FIELDS:
+            self.plain = False
+        self.fields.append((text, value.decode("utf-8", "surrogateescape")))
+
+    def on_headers_complete(self) -> None:
+        # Asked now: once the message is complete (a GET's is, here) llhttp has begun on the next one.
+        parser = self.parser
+        assert parser is not None
+        self.complete = True
+        self.keep_alive = parser.should_keep_alive()
+        self.http10 = parser.get_http_version() == "1.0"
+        if parser.should_upgrade():
+            self.plain = False
+
+
+def parse_head(head: bytes) -> Head | None:
+    """``head`` (a request line, fields and the blank line) as a data-route request the direct path
+    takes, or None: another route, or a head to leave to aiohttp."""
+    line_end = head.find(b"\r\n")
+    if line_end > MAX_LINE_BYTES:
+        return None
+    target = data_target(head[:line_end])
+    if target is None:
+        return None
+    fields = _Fields()
+    parser = fields.parser = httptools.HttpRequestParser(fields)
+    try:
+        parser.feed_data(head)
+    except (httptools.HttpParserError, httptools.HttpParserUpgrade):   # a malformed head; an upgrade
+        return None
+    if not (fields.complete and fields.plain):
+        return None
+    headers: CIMultiDict[str] = CIMultiDict(fields.fields)
+    length = headers.get("Content-Length")
+    method, path, topic, partition, query = target
+    return Head(method, path, topic, partition, query, headers, int(length) if length else 0,
+                fields.keep_alive, fields.http10)
+
+
+class HttpDate:
+    """The ``Date`` header's value, formatted once a second (as aiohttp does)."""
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def at(self, now: float) -> str:
+        second = int(now)
+        if second != self._second:
+            self._second, self._text = second, formatdate(second, usegmt=True)
+        return self._text
+
+
+_REASONS = {200: "OK"}
+
+
+def answer_head(status: int, reason: str | None, headers: Iterable[tuple[str, str]], body_length: int,
+                date: str, *, keep_alive: bool, http10: bool) -> bytes:
+    """The status line and fields of an answer: the handler's fields, then its length, the date and, where
+    the request's version would mean otherwise, whether the connection stays open."""
+    lines = [f"HTTP/1.1 {status} {reason or _REASONS.get(status, 'Unknown')}"]
+    lines.extend(f"{name}: {value}" for name, value in headers if name.lower() != "content-length")
+    lines.append(f"Content-Length: {body_length}")
+    lines.append(f"Date: {date}")
+    if not keep_alive:
+        lines.append("Connection: close")
+    elif http10:
+        lines.append("Connection: keep-alive")
+    lines.append("\r\n")
+    return "\r\n".join(lines).encode("utf-8", "surrogateescape")

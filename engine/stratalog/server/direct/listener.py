@@ -1,0 +1,105 @@
+"""The HTTP API's listening sockets: each new connection starts on the direct path, and aiohttp's
+``AppRunner`` serves whatever is handed to it (``connection``).
+
+With the direct path off (``--access-log``, whose lines aiohttp writes, or
+``STRATALOG_HTTP_DIRECT=0`` to compare the two), every connection is aiohttp's from its first byte,
+exactly as a ``TCPSite`` would serve it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Mapping
+from ssl import SSLContext
+from typing import Any
+
+from aiohttp import web
+
+from stratalog.server.access.permissions import Need
+from stratalog.server.direct.connection import DirectConnection, DirectHandler, DirectRoutes
+from stratalog.server.state import STATE
+
+logger = logging.getLogger(__name__)
+
+# aiohttp's keepalive_timeout: a direct connection idle this long is closed, as aiohttp closes its own.
+IDLE_SECONDS = 75.0
+_SWEEP_SECONDS = 15.0
+
+
+def direct_enabled(access_log: bool) -> bool:
+    choice = os.environ.get("STRATALOG_HTTP_DIRECT", "1")
+    if choice not in ("0", "1"):
+        raise ValueError(f"STRATALOG_HTTP_DIRECT={choice!r}: expected 1 (the data routes served directly) or 0")
+    return choice == "1" and not access_log
+
+
+class HttpListener:
+    """What ``listen`` started: its addresses, and ``cleanup`` to stop (drain, then close)."""
+
+    def __init__(self, runner: web.AppRunner, server: asyncio.Server, routes: DirectRoutes | None,
+                 shutdown_timeout: float) -> None:
+        self._runner = runner
+        self._server = server
+        self._routes = routes
+        self._shutdown_timeout = shutdown_timeout
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep()) if routes is not None else None
+
+    @property
+    def addresses(self) -> list[Any]:
+        return [sock.getsockname() for sock in self._server.sockets]
+
+    @property
+    def direct_connections(self) -> int:
+        return len(self._routes.connections) if self._routes is not None else 0
+
+    async def cleanup(self) -> None:
+        """Stop accepting; answer the direct requests in flight (up to the shutdown timeout) and close
+        those connections; then aiohttp's own shutdown (its connections, ``on_shutdown``)."""
+        self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        if self._routes is not None:
+            working = [c.worker for c in self._routes.connections if c.worker is not None]
+            if working:
+                await asyncio.wait(working, timeout=self._shutdown_timeout)
+            for connection in list(self._routes.connections):
+                connection.close()
+        await self._runner.cleanup()
+
+    async def _sweep(self) -> None:
+        assert self._routes is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(_SWEEP_SECONDS)
+            now = loop.time()
+            for connection in list(self._routes.connections):
+                if connection.idle and now - connection.idle_since > IDLE_SECONDS:
+                    connection.close()
+
+
+async def start_listener(app: web.Application, handlers: Mapping[str, tuple[DirectHandler, Need]], host: str,
+                         port: int, *, runner_options: dict[str, Any], shutdown_timeout: float, direct: bool,
+                         ssl_context: SSLContext | None) -> HttpListener:
+    """Listen on ``host:port``, ``handlers`` (by method) answering the data route directly; raises
+    ``OSError`` when the address cannot be bound."""
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout, **runner_options)
+    await runner.setup()
+    aiohttp_protocol = runner.server
+    assert aiohttp_protocol is not None
+    shared = DirectRoutes(app, app[STATE], handlers, aiohttp_protocol) if direct else None
+
+    def connection() -> asyncio.Protocol:
+        return DirectConnection(shared) if shared is not None else aiohttp_protocol()
+
+    try:
+        server = await asyncio.get_running_loop().create_server(
+            connection, host, port, ssl=ssl_context, reuse_address=True, backlog=128)
+    except OSError:
+        await runner.cleanup()
+        raise
+    return HttpListener(runner, server, shared, shutdown_timeout)

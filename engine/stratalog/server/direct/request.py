@@ -1,0 +1,65 @@
+"""A data-route request as the handlers read it (``server/api_request.ApiRequest``), built from a
+``framing.Head`` and its body rather than by aiohttp."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+from aiohttp.helpers import parse_content_type
+from multidict import CIMultiDict, MultiDict, MultiMapping
+
+from stratalog.server.direct.framing import Head
+
+_DEFAULT_CONTENT_TYPE = "application/octet-stream"   # aiohttp's, when a request names none
+
+
+class DirectRequest:
+    __slots__ = ("_head", "_body", "_query", "match_info", "transport", "app")
+
+    def __init__(self, head: Head, body: bytes, transport: asyncio.Transport, app: web.Application) -> None:
+        self._head = head
+        self._body = body
+        self._query: MultiDict[str] | None = None
+        self.match_info: Mapping[str, str] = {"topic": head.topic, "partition": head.partition}
+        self.transport: asyncio.Transport | None = transport
+        self.app = app
+
+    @property
+    def method(self) -> str:
+        return self._head.method
+
+    @property
+    def path(self) -> str:
+        return self._head.path
+
+    @property
+    def headers(self) -> CIMultiDict[str]:
+        return self._head.headers
+
+    @property
+    def query(self) -> MultiMapping[str]:
+        if self._query is None:   # yarl's reading of a query: blank values kept, '+' a space
+            self._query = MultiDict(parse_qsl(self._head.query, keep_blank_values=True))
+        return self._query
+
+    @property
+    def content_type(self) -> str:
+        given = self._head.headers.get("Content-Type")
+        # aiohttp's own reading (cached by it), so both paths name a media type alike
+        return _DEFAULT_CONTENT_TYPE if given is None else parse_content_type(given)[0]
+
+    @property
+    def content_length(self) -> int | None:
+        return self._head.body_length if "Content-Length" in self._head.headers else None
+
+    @property
+    def content(self) -> DirectRequest:
+        return self
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        """The body, which has all come: one chunk (none when empty)."""
+        if self._body:
+            yield self._body
