@@ -24,6 +24,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.memory_records import MemoryRecords
 
 RECORD_BATCH = "application/vnd.kafka.record-batch"
+DATA_ROUTE = re.compile(r"/v1/topics/[^/?]+/partitions/[^/?]+/records")   # the path, query left out
 STARTUP_BOUND_S = 60.0
 _LISTENING = re.compile(r"listening on (https?://[^\s]+)")
 _KAFKA_LISTENING = re.compile(r"listening for (?:Kafka clients|followers \(replication only\)) on [^\s]+ "
@@ -43,6 +44,9 @@ class Server:
         self.base = ""
         self.ca, self.token = ca, token
         self.session = self._new_session()
+        # The data route on connections of its own, which serve/direct answers without aiohttp (a
+        # connection that starts with another route is aiohttp's for good): both paths are tested.
+        self.data_session = self._new_session()
 
     def _new_session(self) -> requests.Session:
         session = requests.Session()
@@ -147,7 +151,8 @@ class Server:
 
     def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         kwargs.setdefault("timeout", 120)
-        return self.session.request(method, self.url(path), **kwargs)
+        session = self.data_session if DATA_ROUTE.fullmatch(path) else self.session
+        return session.request(method, self.url(path), **kwargs)
 
     def get(self, path: str, **kwargs: Any) -> requests.Response:
         return self.request("GET", path, **kwargs)

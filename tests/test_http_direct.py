@@ -1,0 +1,330 @@
+"""The data route over HTTP/1.1 answered directly (server/direct), aiohttp answering the rest.
+
+A real ``stratalog serve`` and raw sockets, so that what a connection carries, and in what order,
+is exactly what the test sends. Which path answered is told by aiohttp's ``Server`` field: aiohttp
+writes it on every answer, the direct path does not.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from multidict import CIMultiDict
+
+from server_harness import RECORD_BATCH, Server, kafka_batch, kafka_parse
+from stratalog.server.direct.framing import MAX_FIELD_BYTES, answer_head, data_target, parse_head
+
+TOPIC = "direct"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("direct")
+    running = Server([root / "data"], "--no-schedule", "--create-topic", f"{TOPIC}:2").start()
+    yield running
+    assert running.terminate() == 0, running.log()
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: CIMultiDict[str]
+    body: bytes
+
+    @property
+    def by_aiohttp(self) -> bool:
+        return "aiohttp" in self.headers.get("Server", "")
+
+    def json(self) -> object:
+        return json.loads(self.body)
+
+
+class Connection:
+    """One keep-alive connection: raw requests out, whole answers in, in order."""
+
+    def __init__(self, server: Server) -> None:
+        host, port = server.base.removeprefix("http://").rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.reader = self.sock.makefile("rb")
+
+    def send(self, *requests: bytes) -> None:
+        self.sock.sendall(b"".join(requests))
+
+    def answer(self) -> Answer:
+        status_line = self.reader.readline()
+        assert status_line.startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")), status_line   # aiohttp refuses a bad head in 1.0
+        headers: CIMultiDict[str] = CIMultiDict()
+        while (line := self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers.add(name.strip(), value.strip())
+        body = self.reader.read(int(headers.get("Content-Length", "0")))
+        return Answer(int(status_line.split()[1]), headers, body)
+
+    def closed_by_server(self) -> bool:
+        return self.reader.read(1) == b""
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
+def produce(partition: int, body: bytes, *, extra: str = "", query: str = "") -> bytes:
+    return (f"POST /v1/topics/{TOPIC}/partitions/{partition}/records{query} HTTP/1.1\r\nHost: x\r\n"
+            f"Content-Type: {RECORD_BATCH}\r\nContent-Length: {len(body)}\r\n{extra}\r\n").encode() + body
+
+
+def fetch(partition: int, offset: int, *, query: str = "", version: str = "1.1", extra: str = "") -> bytes:
+    return (f"GET /v1/topics/{TOPIC}/partitions/{partition}/records?offset={offset}{query} HTTP/{version}\r\n"
+            f"Host: x\r\nAccept: {RECORD_BATCH}\r\n{extra}\r\n").encode()
+
+
+def other(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+
+def values(body: bytes) -> list[bytes]:
+    return [record.value for _, record in kafka_parse(body)]
+
+
+# -- which path answers ---------------------------------------------------------------------------
+def test_a_connection_that_starts_on_the_data_route_is_answered_directly_until_another_route_comes(
+        server: Server) -> None:
+    connection = Connection(server)
+    try:
+        connection.send(produce(0, kafka_batch([(None, b"one")])))
+        first = connection.answer()
+        assert (first.status, first.by_aiohttp) == (200, False), first
+        assert first.headers["Content-Type"] == "application/json; charset=utf-8" and "Date" in first.headers
+        offset = first.json()["baseOffset"]  # type: ignore[index]
+        connection.send(fetch(0, offset))
+        read = connection.answer()
+        assert (read.status, read.by_aiohttp, values(read.body)) == (200, False, [b"one"])
+        assert read.headers["X-Next-Offset"] == str(offset + 1)
+        connection.send(other(f"/v1/topics/{TOPIC}"))
+        described = connection.answer()
+        assert (described.status, described.by_aiohttp) == (200, True)
+        # From there on the connection is aiohttp's, the data route included; answers stay correct.
+        connection.send(produce(0, kafka_batch([(None, b"two")])))
+        second = connection.answer()
+        assert (second.status, second.by_aiohttp, second.json()["baseOffset"]) == (200, True, offset + 1)  # type: ignore[index]
+    finally:
+        connection.close()
+
+
+def test_pipelined_requests_are_answered_in_order_across_the_hand_over(server: Server) -> None:
+    connection = Connection(server)
+    try:
+        connection.send(produce(1, kafka_batch([(None, b"a")])), produce(1, kafka_batch([(None, b"b")])),
+                        other("/healthz"), fetch(1, 0), other("/readyz"))
+        answers = [connection.answer() for _ in range(5)]
+        assert [a.status for a in answers] == [200] * 5
+        assert [a.by_aiohttp for a in answers] == [False, False, True, True, True]
+        first, second = (a.json()["baseOffset"] for a in answers[:2])  # type: ignore[index]
+        assert second == first + 1
+        assert answers[2].json() == {"status": "alive"} and answers[4].json() == {"status": "ready"}
+        assert values(answers[3].body)[first:first + 2] == [b"a", b"b"]
+    finally:
+        connection.close()
+
+
+def test_a_request_that_arrives_a_byte_at_a_time_is_answered_directly(server: Server) -> None:
+    connection = Connection(server)
+    try:
+        for byte in produce(0, kafka_batch([(b"k", b"slow")])):
+            connection.send(bytes([byte]))
+        answer = connection.answer()
+        assert (answer.status, answer.by_aiohttp) == (200, False), answer
+        connection.send(fetch(0, answer.json()["baseOffset"]))  # type: ignore[index]
+        assert values(connection.answer().body) == [b"slow"]
+    finally:
+        connection.close()
+
+
+def test_an_http_1_0_request_without_keep_alive_is_answered_then_the_connection_closed(server: Server) -> None:
+    connection = Connection(server)
+    try:
+        connection.send(fetch(0, 0, version="1.0"), other("/healthz"))   # the second is never read
+        answer = connection.answer()
+        assert (answer.status, answer.by_aiohttp, answer.headers["Connection"]) == (200, False, "close")
+        assert connection.closed_by_server()
+    finally:
+        connection.close()
+
+
+def test_a_client_that_asks_to_close_gets_its_answer_and_a_closed_connection(server: Server) -> None:
+    connection = Connection(server)
+    try:
+        connection.send(fetch(0, 0, extra="Connection: close\r\n"))
+        answer = connection.answer()
+        assert (answer.status, answer.by_aiohttp, answer.headers["Connection"]) == (200, False, "close")
+        assert connection.closed_by_server()
+    finally:
+        connection.close()
+
+
+# -- what is left to aiohttp ------------------------------------------------------------------------
+def chunked(body: bytes) -> bytes:
+    half = len(body) // 2
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:half], body[half:])) + b"0\r\n\r\n"
+
+
+def test_unusual_data_requests_are_answered_by_aiohttp_as_before(server: Server) -> None:
+    batch = kafka_batch([(None, b"chunked")])
+    cases = {
+        "chunked body": (f"POST /v1/topics/{TOPIC}/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+                         f"Content-Type: {RECORD_BATCH}\r\nTransfer-Encoding: chunked\r\n\r\n").encode() + chunked(batch),
+        "percent-encoded topic": fetch(0, 0).replace(f"/{TOPIC}/".encode(), b"/%64irect/"),
+        "a long header": fetch(0, 0, extra=f"X-Long: {'x' * MAX_FIELD_BYTES}\r\n"),
+        "a header longer than aiohttp takes": fetch(0, 0, extra=f"X-Long: {'x' * 2 * MAX_FIELD_BYTES}\r\n"),
+    }
+    for name, request in cases.items():
+        connection = Connection(server)
+        try:
+            connection.send(request)
+            answer = connection.answer()
+            assert answer.by_aiohttp, name
+            expected = 400 if name == "a header longer than aiohttp takes" else 200
+            assert answer.status == expected, (name, answer)
+        finally:
+            connection.close()
+
+
+def test_expect_100_continue_is_answered_by_aiohttp(server: Server) -> None:
+    batch = kafka_batch([(None, b"continued")])
+    connection = Connection(server)
+    try:
+        connection.send(produce(0, b"", extra="Expect: 100-continue\r\n").replace(
+            b"Content-Length: 0", b"Content-Length: %d" % len(batch)))
+        assert connection.reader.readline() == b"HTTP/1.1 100 Continue\r\n"
+        assert connection.reader.readline() == b"\r\n"
+        connection.send(batch)
+        answer = connection.answer()
+        assert (answer.status, answer.by_aiohttp) == (200, True), answer
+    finally:
+        connection.close()
+
+
+def test_a_body_over_the_servers_limit_is_refused_with_413_before_it_is_read(server: Server) -> None:
+    connection = Connection(server)
+    try:
+        # Twice max.message.bytes and some slack is the limit (ServerState.body_limit): 5 MiB is past it.
+        connection.send(f"POST /v1/topics/{TOPIC}/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+                        f"Content-Type: {RECORD_BATCH}\r\nContent-Length: {5 << 20}\r\n\r\n".encode())
+        answer = connection.answer()
+        assert (answer.status, answer.json()["error_code"]) == (413, "MESSAGE_TOO_LARGE")  # type: ignore[index]
+    finally:
+        connection.close()
+
+
+# -- both paths answer alike ------------------------------------------------------------------------
+ALIKE = {
+    "a binary fetch": fetch(0, 0),
+    "a JSON fetch": fetch(0, 0).replace(f"Accept: {RECORD_BATCH}".encode(), b"Accept: application/json"),
+    "a read_committed fetch": fetch(0, 0, query="&isolation=read_committed"),
+    "a negative offset": fetch(0, -1),
+    "maxBytes that is no number": fetch(0, 0, query="&maxBytes=lots"),
+    "an unknown isolation level": fetch(0, 0, query="&isolation=sometimes"),
+    "an offset past the log end": fetch(0, 10**12),
+    "an unknown partition": fetch(7, 0),
+    "a bad topic name": fetch(0, 0).replace(f"/{TOPIC}/".encode(), b"/bad$name/"),
+    "an unknown topic": fetch(0, 0).replace(f"/{TOPIC}/".encode(), b"/nowhere/"),
+    "a produce of no bytes": produce(0, b""),
+    "a produce of a torn batch": produce(0, kafka_batch([(None, b"torn")])[:-3]),
+    "a produce of bad JSON": produce(0, b"{not json").replace(RECORD_BATCH.encode(), b"application/json"),
+    "a produce of a media type not taken": produce(0, b"x").replace(RECORD_BATCH.encode(), b"text/plain"),
+    "acks=0": produce(0, kafka_batch([(None, b"x")]), query="?acks=0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIKE))
+def test_the_direct_path_and_aiohttp_answer_alike(server: Server, name: str) -> None:
+    server.produce_raw(TOPIC, 0, kafka_batch([(b"k", b"v"), (None, b"w")]))
+    direct, by_aiohttp = Connection(server), Connection(server)
+    try:
+        direct.send(ALIKE[name])
+        by_aiohttp.send(other("/healthz"))
+        assert by_aiohttp.answer().by_aiohttp
+        by_aiohttp.send(ALIKE[name])
+        one, two = direct.answer(), by_aiohttp.answer()
+    finally:
+        direct.close()
+        by_aiohttp.close()
+    assert (one.by_aiohttp, two.by_aiohttp) == (False, True)
+    assert (one.status, one.body) == (two.status, two.body), name
+    shown = ("Content-Type", "WWW-Authenticate", "X-High-Watermark", "X-Log-Start-Offset", "X-Log-End-Offset",
+             "X-Next-Offset", "X-Last-Stable-Offset", "X-Aborted-Transactions")
+    assert [one.headers.getall(h, None) for h in shown] == [two.headers.getall(h, None) for h in shown], name
+
+
+# -- the framing, without a server ----------------------------------------------------------------
+@pytest.mark.parametrize("line, taken", [
+    (b"GET /v1/topics/t/partitions/0/records HTTP/1.1", ("GET", "t", "0", "")),
+    (b"POST /v1/topics/a.b-c_d/partitions/12/records?acks=all&x= HTTP/1.0", ("POST", "a.b-c_d", "12", "acks=all&x=")),
+    (b"GET /v1/topics/t/partitions/0/records/ HTTP/1.1", None),          # aiohttp's 404
+    (b"GET /v1/topics//partitions/0/records HTTP/1.1", None),
+    (b"GET /v1/topics/t/partitions/0 HTTP/1.1", None),                   # another route
+    (b"HEAD /v1/topics/t/partitions/0/records HTTP/1.1", None),
+    (b"DELETE /v1/topics/t/partitions/0/records HTTP/1.1", None),
+    (b"GET /v1/topics/%74/partitions/0/records HTTP/1.1", None),         # aiohttp decodes it
+    (b"GET http://h/v1/topics/t/partitions/0/records HTTP/1.1", None),   # absolute form
+    (b"GET /v1/topics/t/partitions/0/records HTTP/2.0", None),
+    (b"GET /v1/topics/t/partitions/0/records#x HTTP/1.1", None),
+    ("GET /v1/topics/é/partitions/0/records HTTP/1.1".encode(), None),
+    (b"GET  /v1/topics/t/partitions/0/records HTTP/1.1", None),
+])
+def test_the_direct_path_takes_exactly_the_data_routes_plain_request_lines(line: bytes, taken: object) -> None:
+    target = data_target(line)
+    assert (None if target is None else (target[0], target[2], target[3], target[4])) == taken
+
+
+def head(*fields: str, line: str = "POST /v1/topics/t/partitions/0/records HTTP/1.1") -> bytes:
+    return "\r\n".join([line, *fields, "", ""]).encode()
+
+
+def test_a_plain_head_is_read_with_its_length_fields_and_keep_alive() -> None:
+    parsed = parse_head(head("Host: x", "Content-Length: 12", "content-type: application/json", "X-A: 1", "X-A: 2"))
+    assert parsed is not None
+    assert (parsed.body_length, parsed.keep_alive, parsed.http10, parsed.headers["Content-Type"]) == \
+        (12, True, False, "application/json")
+    assert parsed.headers.getall("X-A") == ["1", "2"]
+    closing = parse_head(head("Connection: close"))
+    assert closing is not None and (closing.body_length, closing.keep_alive) == (0, False)
+    old = parse_head(head(line="GET /v1/topics/t/partitions/0/records HTTP/1.0"))
+    assert old is not None and (old.keep_alive, old.http10) == (False, True)
+
+
+@pytest.mark.parametrize("fields", [
+    ("Transfer-Encoding: chunked",),
+    ("Content-Length: 5", "Transfer-Encoding: chunked"),
+    ("Expect: 100-continue", "Content-Length: 5"),
+    ("Connection: Upgrade", "Upgrade: websocket"),
+    ("Content-Length: 5", "Content-Length: 6"),
+    ("Content-Length: -1",),
+    ("Content-Length: 1e3",),
+    ("Bad Name: x",),
+    ("X-Long: " + "x" * MAX_FIELD_BYTES,),
+    ("X-Folded: a", " b"),
+])
+def test_a_head_that_is_not_plain_is_left_to_aiohttp(fields: tuple[str, ...]) -> None:
+    assert parse_head(head(*fields)) is None
+
+
+def test_an_answer_head_has_the_handlers_fields_then_length_date_and_connection() -> None:
+    fields = [("Content-Type", "application/json"), ("Content-Length", "999"), ("X-Next-Offset", "7")]
+    assert answer_head(200, "OK", fields, 12, "Sat, 28 Nov 2026 18:00:00 GMT", keep_alive=True, http10=False) == (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Next-Offset: 7\r\nContent-Length: 12\r\n"
+        b"Date: Sat, 28 Nov 2026 18:00:00 GMT\r\n\r\n")
+    assert answer_head(416, "Range Not Satisfiable", [], 0, "D", keep_alive=False, http10=False).endswith(
+        b"Date: D\r\nConnection: close\r\n\r\n")
+    assert answer_head(200, "OK", [], 0, "D", keep_alive=True, http10=True).endswith(
+        b"Connection: keep-alive\r\n\r\n")
+
+
+def test_the_server_log_names_no_errors(server: Server, tmp_path: Path) -> None:
+    log = server.log()
+    assert "Traceback" not in log and " ERROR " not in log, log
