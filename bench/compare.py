@@ -684,12 +684,14 @@ async def stratalog_service(base: str, pid: int, topic: str, clients: int, secon
     """Produce then fetch against ``stratalog serve`` with bench/service.py's requests."""
     import aiohttp
 
+    # The clients' connections carry the data route only, as the Kafka driver's carry Produce and Fetch only:
+    # the readiness wait and the topic's creation go on a session of their own (a connection that began with
+    # another route is aiohttp's for good, server/direct).
+    async with aiohttp.ClientSession(base) as setup:
+        await until_ready(setup, base)
+    await create_stratalog_topic(base, topic, clients)
     connector = aiohttp.TCPConnector(limit=clients * 2)
     async with aiohttp.ClientSession(base, connector=connector) as session:
-        await until_ready(session, base)
-        async with session.post("/v1/topics", json={"name": topic, "partitions": clients}) as reply:
-            if reply.status != 201:
-                raise RuntimeError(f"creating {topic}: {reply.status} {await reply.text()}")
         headers = {"Content-Type": RECORD_BATCH}
 
         async def produce(partition: int, state: dict[str, Any]) -> tuple[int, int]:
