@@ -7,8 +7,12 @@ writes it on every answer, the direct path does not.
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import socket
+import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +21,15 @@ import pytest
 from multidict import CIMultiDict
 
 from server_harness import RECORD_BATCH, Server, kafka_batch, kafka_parse
-from stratalog.server.direct.framing import MAX_FIELD_BYTES, answer_head, data_target, parse_head
+from stratalog.server.direct.framing import (
+    LEAVE,
+    MAX_FIELD_BYTES,
+    WAIT,
+    answer_head,
+    data_target,
+    head_verdict,
+    parse_head,
+)
 
 TOPIC = "direct"
 
@@ -175,7 +187,13 @@ def chunked(body: bytes) -> bytes:
 
 def test_unusual_data_requests_are_answered_by_aiohttp_as_before(server: Server) -> None:
     batch = kafka_batch([(None, b"chunked")])
+    gzipped = gzip.compress(json.dumps({"records": [{"value": "zipped"}]}).encode())
     cases = {
+        "no Host": fetch(0, 0).replace(b"Host: x\r\n", b""),
+        "two Hosts": fetch(0, 0, extra="Host: y\r\n"),
+        "two Content-Types": produce(0, batch, extra="Content-Type: text/plain\r\n"),
+        "a gzipped JSON body": produce(0, gzipped, extra="Content-Encoding: gzip\r\n").replace(
+            RECORD_BATCH.encode(), b"application/json"),
         "chunked body": (f"POST /v1/topics/{TOPIC}/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
                          f"Content-Type: {RECORD_BATCH}\r\nTransfer-Encoding: chunked\r\n\r\n").encode() + chunked(batch),
         "percent-encoded topic": fetch(0, 0).replace(f"/{TOPIC}/".encode(), b"/%64irect/"),
@@ -188,10 +206,74 @@ def test_unusual_data_requests_are_answered_by_aiohttp_as_before(server: Server)
             connection.send(request)
             answer = connection.answer()
             assert answer.by_aiohttp, name
-            expected = 400 if name == "a header longer than aiohttp takes" else 200
-            assert answer.status == expected, (name, answer)
+            refused = ("a header longer than aiohttp takes", "no Host", "two Hosts", "two Content-Types")
+            assert answer.status == (400 if name in refused else 200), (name, answer)
         finally:
             connection.close()
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"GET / HTTP/1.1\nHost: x\n\n",                                            # bare LFs, another route
+    f"GET /v1/topics/{TOPIC}/partitions/0/records HTTP/1.1\nHost: x\n\n".encode(),  # bare LFs, the data route
+    f"GET /v1/topics/{TOPIC}/partitions/0/records HTTP/1.1\r\nHost: x\n\n".encode(),
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(64),                  # a TLS hello on the plaintext port
+])
+def test_a_head_that_can_never_be_the_data_routes_is_refused_at_once_not_waited_for(
+        server: Server, request_bytes: bytes) -> None:
+    connection = Connection(server)
+    try:
+        connection.send(request_bytes)
+        answer = connection.answer()   # the socket's timeout would fail the test if it waited for more
+        assert (answer.status, answer.by_aiohttp) == (400, True), answer
+    finally:
+        connection.close()
+
+
+def test_a_client_that_sends_without_reading_is_stopped_not_buffered(server: Server) -> None:
+    # A long poll keeps the connection's answers owed; the 1 MiB produces behind it (to no topic: nothing
+    # is written) must wait in the socket, not in the server: the server stops reading (MAX_BUFFERED).
+    end = server.ok("GET", f"/v1/topics/{TOPIC}/partitions/0/offsets")["offset"]
+    body = b"\0" * (1 << 20)
+    connection = Connection(server)
+    try:
+        connection.send(fetch(0, end, query="&maxWaitMs=3000"))
+        connection.sock.setblocking(False)
+        posts = b"".join(f"POST /v1/topics/nowhere/partitions/0/records HTTP/1.1\r\nHost: x\r\n"
+                         f"Content-Type: {RECORD_BATCH}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+                         for _ in range(48))
+        sent, deadline = 0, time.monotonic() + 1.5
+        while sent < len(posts) and time.monotonic() < deadline:
+            try:
+                sent += connection.sock.send(posts[sent:sent + (1 << 20)])
+            except BlockingIOError:
+                time.sleep(0.01)
+        # The kernel's buffers on both sides hold some MiB (tcp_rmem, tcp_wmem); the server's queue 64 KiB.
+        assert sent < len(posts) // 2, f"the server took {sent} of {len(posts)} bytes while it owed an answer"
+        connection.sock.setblocking(True)
+        connection.sock.sendall(posts[sent:])
+        assert connection.answer().status == 200   # the long poll, empty
+        for _ in range(48):
+            refused = connection.answer()
+            assert (refused.status, refused.by_aiohttp) == (404, False), refused
+    finally:
+        connection.close()
+
+
+def test_a_client_that_goes_away_amid_a_file_sent_fetch_leaves_no_error(server: Server) -> None:
+    for _ in range(4):   # 4 batches of about 48 KiB: a fetch of 256 KiB is sent from the file
+        server.produce_raw(TOPIC, 1, kafka_batch([(None, os.urandom(1000)) for _ in range(48)]))
+    for _ in range(5):
+        connection = Connection(server)
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        connection.send(fetch(1, 0, query=f"&maxBytes={256 * 1024}"))
+        connection.reader.readline()
+        # Closed with a reset (SO_LINGER 0), the answer part-sent.
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()
+    assert server.ok("GET", "/healthz") == {"status": "alive"}
+    time.sleep(0.5)
+    log = server.log()
+    assert "Task exception" not in log and "Traceback" not in log, log
 
 
 def test_expect_100_continue_is_answered_by_aiohttp(server: Server) -> None:
@@ -282,12 +364,12 @@ def test_the_direct_path_takes_exactly_the_data_routes_plain_request_lines(line:
     assert (None if target is None else (target[0], target[2], target[3], target[4])) == taken
 
 
-def head(*fields: str, line: str = "POST /v1/topics/t/partitions/0/records HTTP/1.1") -> bytes:
-    return "\r\n".join([line, *fields, "", ""]).encode()
+def head(*fields: str, line: str = "POST /v1/topics/t/partitions/0/records HTTP/1.1", host: bool = True) -> bytes:
+    return "\r\n".join([line, *(["Host: x"] if host else []), *fields, "", ""]).encode()
 
 
 def test_a_plain_head_is_read_with_its_length_fields_and_keep_alive() -> None:
-    parsed = parse_head(head("Host: x", "Content-Length: 12", "content-type: application/json", "X-A: 1", "X-A: 2"))
+    parsed = parse_head(head("Content-Length: 12", "content-type: application/json", "X-A: 1", "X-A: 2"))
     assert parsed is not None
     assert (parsed.body_length, parsed.keep_alive, parsed.http10, parsed.headers["Content-Type"]) == \
         (12, True, False, "application/json")
@@ -309,9 +391,51 @@ def test_a_plain_head_is_read_with_its_length_fields_and_keep_alive() -> None:
     ("Bad Name: x",),
     ("X-Long: " + "x" * MAX_FIELD_BYTES,),
     ("X-Folded: a", " b"),
+    ("Host: y",),
+    ("Content-Type: a/b", "content-type: a/c"),
+    ("Content-Encoding: gzip",),
+    ("Sec-WebSocket-Key1: 1",),
+    tuple(f"X-{i}: {i}" for i in range(128)),   # with Host, one more than aiohttp takes
 ])
 def test_a_head_that_is_not_plain_is_left_to_aiohttp(fields: tuple[str, ...]) -> None:
     assert parse_head(head(*fields)) is None
+
+
+def test_an_http_1_1_head_without_host_is_left_to_aiohttp_and_an_http_1_0_one_is_not() -> None:
+    assert parse_head(head(host=False)) is None
+    assert parse_head(head(host=False, line="GET /v1/topics/t/partitions/0/records HTTP/1.0")) is not None
+    assert parse_head(head(*(f"X-{i}: {i}" for i in range(127)))) is not None   # 128 fields, Host included
+
+
+def verdicts(data: bytes, pieces: int) -> list[int]:
+    """head_verdict after each of ``pieces`` pieces of ``data``, carrying what it has seen as a connection does."""
+    out, scanned, line_checked = [], 0, False
+    step = max(1, len(data) // pieces)
+    for cut in range(step, len(data) + step, step):
+        verdict, line_checked = head_verdict(data[:cut], 0, scanned, line_checked)
+        out.append(verdict)
+        if verdict != WAIT:
+            break
+        scanned = min(cut, len(data))
+    return out
+
+
+def test_a_head_is_waited_for_while_it_may_be_the_data_routes_and_its_end_found_in_any_pieces() -> None:
+    whole = head("Content-Length: 3") + b"abc"
+    for pieces in (1, 2, 7, len(whole)):
+        found = verdicts(whole, pieces)
+        assert found[-1] == len(whole) - 3 and set(found[:-1]) <= {WAIT}, (pieces, found)
+
+
+@pytest.mark.parametrize("data, decided_within", [
+    (b"PUT /v1/topics/t/partitions/0/records HTTP/1.1\r\n\r\n", 2),    # "PU": neither GET nor POST
+    (b"GET /v1/topics HTTP/1.1\r\nHost: x\r\n\r\n", 25),               # the request line's end
+    (b"GET /v1/topics/t/partitions/0/records HTTP/1.1\nHost: x\n\n", 48),
+    (b"GET /v1/topics/t/partitions/0/records HTTP/1.1\r\nHost: x\n\n", 59),
+])
+def test_a_head_that_cannot_be_the_data_routes_is_left_as_soon_as_that_shows(data: bytes, decided_within: int) -> None:
+    found = verdicts(data, len(data))
+    assert found[-1] == LEAVE and len(found) <= decided_within, found
 
 
 def test_an_answer_head_has_the_handlers_fields_then_length_date_and_connection() -> None:

@@ -152,6 +152,9 @@ async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout
     except OSError as error:
         logger.error("cannot listen on %s:%d: %s", host, port, error.strerror)
         return None
+    except ValueError as error:   # STRATALOG_HTTP_DIRECT
+        logger.error("cannot listen: %s", error)
+        return None
 
 
 async def serve(options: ServeOptions) -> int:
@@ -219,7 +222,7 @@ async def serve(options: ServeOptions) -> int:
             state.draining = True
             if kafka is not None:
                 await kafka.close()
-            await runner.cleanup()  # stop accepting; wait for handlers in flight; on_shutdown wakes long polls
+            await runner.cleanup()  # stop accepting; wake long polls; wait for the requests in flight (both paths)
             # Engine calls already on the pools finish (an accepted append is completed) before the stop.
             await loop.run_in_executor(None, state.shutdown_pools)
             if state.broker.replicas is not None:

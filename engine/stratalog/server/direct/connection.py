@@ -10,6 +10,7 @@ keep running when the client goes away (aiohttp's default too): an accepted prod
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from collections import deque
@@ -23,11 +24,12 @@ from stratalog.server.access.permissions import Need
 from stratalog.server.api_request import ApiRequest
 from stratalog.server.direct.framing import (
     DATA_ROUTE,
-    MAX_HEAD_BYTES,
+    LEAVE,
+    WAIT,
     Head,
     HttpDate,
     answer_head,
-    head_end,
+    head_verdict,
     parse_head,
 )
 from stratalog.server.direct.request import DirectRequest
@@ -36,9 +38,13 @@ from stratalog.server.region_response import RegionResponse, cork
 from stratalog.server.sendfile import send_region
 from stratalog.server.state import ServerState
 
+logger = logging.getLogger(__name__)
+
 DirectHandler = Callable[[ApiRequest], Awaitable[web.StreamResponse]]
-# Requests framed and waiting past this many (a client pipelining without reading) stop the reading.
+# Requests framed and waiting past this many, or bytes past this many (a client pipelining without
+# reading the answers), stop the reading until the answers are out.
 MAX_QUEUED = 16
+MAX_BUFFERED = 64 * 1024
 
 
 @dataclass
@@ -60,8 +66,11 @@ class DirectConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._pending = bytearray()    # received, not yet framed (a head or body still coming, or handed over)
-        self._need = 0                 # framing waits until ``_pending`` holds this many bytes
+        self._need = 0                 # a body is coming: framing waits until ``_pending`` holds this many bytes
+        self._scanned = 0              # a head is coming: how much of it ``head_verdict`` has looked at
+        self._line_checked = False     # ... and whether its request line was whole and a data route's
         self._queue: deque[tuple[Head, bytes]] = deque()
+        self._queued_bytes = 0
         self._worker: asyncio.Task[None] | None = None
         self._handing_off = False      # a request for aiohttp came: it gets the connection once the queue is answered
         self._last = False             # a request without keep-alive came: nothing after it is read
@@ -70,7 +79,7 @@ class DirectConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._writable: asyncio.Future[None] | None = None
-        self.idle_since = self._loop.time()
+        self.last_active = self._loop.time()
 
     # -- asyncio's protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -87,14 +96,18 @@ class DirectConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._last or self._lost:
             return
-        if self._pending or self._handing_off:
-            self._pending += data
-            if self._handing_off or len(self._pending) < self._need:
+        self.last_active = self._loop.time()
+        pending = self._pending
+        if pending or self._handing_off:
+            pending += data
+            if self._handing_off or len(pending) < self._need:
                 self._throttle()
                 return
-            data = bytes(self._pending)
-            self._pending.clear()
-        self._frame(data)
+            del pending[:self._frame(pending)]
+        else:   # most requests come whole in one piece: framed from it, without a copy first
+            taken = self._frame(data)
+            if taken < len(data):
+                pending += memoryview(data)[taken:]
         if self._worker is None:
             if self._queue:
                 self._worker = self._loop.create_task(self._serve())
@@ -125,56 +138,66 @@ class DirectConnection(asyncio.Protocol):
         self._wake_writer()
 
     # -- framing -----------------------------------------------------------------------------------
-    def _frame(self, data: bytes) -> None:
-        """Queue each whole request in ``data``; keep what is not whole yet, or all from the first
-        request that is aiohttp's."""
+    def _frame(self, buf: bytes | bytearray) -> int:
+        """Queue each whole request at the start of ``buf``; how many bytes they took. Stops at a request
+        still coming (``_need``, ``_scanned``) or at the first one that is aiohttp's (``_handing_off``)."""
         self._need = 0
-        pos, size = 0, len(data)
+        pos, size = 0, len(buf)
         limit = self._routes.state.body_limit()
+        view = memoryview(buf)
         while pos < size:
-            end = head_end(data, pos)
-            if end < 0:
-                if size - pos > MAX_HEAD_BYTES:
-                    self._handing_off = True   # aiohttp refuses the head
-                else:
-                    self._need = size - pos + 1
+            end, self._line_checked = head_verdict(buf, pos, self._scanned, self._line_checked)
+            if end == WAIT:
+                self._scanned = size - pos
                 break
-            head = parse_head(data[pos:end])
+            self._scanned, self._line_checked = 0, False
+            head = None if end == LEAVE else parse_head(bytes(view[pos:end]))
             if head is None or head.body_length > limit:
                 self._handing_off = True
                 break
             stop = end + head.body_length
             if stop > size:
                 self._need = stop - pos
+                # Its head is whole: found again at once (the search starts 3 bytes before what was scanned).
+                self._scanned, self._line_checked = end - pos - 4, True
                 break
-            self._queue.append((head, data[end:stop]))
+            body = bytes(view[end:stop])
+            self._queue.append((head, body))
+            self._queued_bytes += len(body)
             pos = stop
             if not head.keep_alive:
                 self._last = True
-                return
-        if pos < size:
-            self._pending += memoryview(data)[pos:]
+                return size
+        return pos
 
     def _throttle(self) -> None:
         """Stop reading while answers are owed and a client keeps sending (pipelining, or a request
-        for aiohttp waiting for the queue); ``_serve`` reads again once they are answered."""
+        for aiohttp waiting for the queue): at most ``MAX_QUEUED`` requests and ``MAX_BUFFERED`` bytes
+        wait besides a body still coming. ``_serve`` reads again once they are answered."""
         if self._reading_paused or self._transport is None or self._worker is None:
             return
-        if self._handing_off or len(self._queue) > MAX_QUEUED:
+        if self._handing_off or len(self._queue) > MAX_QUEUED or \
+                self._queued_bytes + len(self._pending) > MAX_BUFFERED:
             self._transport.pause_reading()
             self._reading_paused = True
 
     # -- answering ---------------------------------------------------------------------------------
     async def _serve(self) -> None:
+        transport = self._transport
+        assert transport is not None
         try:
             while self._queue and not self._lost:
                 head, body = self._queue.popleft()
+                self._queued_bytes -= len(body)
                 await self._answer(head, body)
+        except Exception:   # a fault of the server's own, not the request's (those are answers): no answer can follow
+            logger.exception("closing a connection: answering %s failed", self._peer())
+            self._lost = True
+            transport.abort()
+            return
         finally:
             self._worker = None
-            self.idle_since = self._loop.time()
-        transport = self._transport
-        assert transport is not None
+            self.last_active = self._loop.time()
         if self._handing_off:
             self._hand_off()
         elif self._last or self._eof:
@@ -233,8 +256,10 @@ class DirectConnection(asyncio.Protocol):
             finally:
                 if corked:
                     cork(sock, False)
-        except ConnectionResetError:
-            self._lost = True   # send_region closed it: the file had lost bytes its fields promised
+        except (ConnectionError, RuntimeError):
+            # The client went (asyncio's sendfile says so with a RuntimeError when the transport is closing),
+            # or send_region closed the connection: the file had lost bytes its fields promised.
+            self._lost = True
         finally:
             region.close()
 
@@ -267,13 +292,18 @@ class DirectConnection(asyncio.Protocol):
             protocol.data_received(data)
         return protocol.eof_received() if self._eof else None
 
+    def _peer(self) -> object:
+        return self._transport.get_extra_info("peername") if self._transport is not None else None
+
     @property
     def idle(self) -> bool:
-        return self._worker is None and not self._queue and not self._pending
+        """Nothing being answered or waiting to be (a head or body may be half-way: a client that stops
+        sending one is idle as well)."""
+        return self._worker is None and not self._queue
 
-    def close(self) -> None:
+    def close(self, *, now: bool = False) -> None:
         if self._transport is not None:
-            self._transport.close()
+            self._transport.abort() if now else self._transport.close()
 
     @property
     def worker(self) -> asyncio.Task[None] | None:

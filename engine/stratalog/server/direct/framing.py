@@ -1,11 +1,12 @@
 """Which requests the direct path takes, and the bytes of its answers: pure functions, no I/O.
 
 A request is the direct path's when its request line names a data route with GET or POST and its
-head, parsed by httptools (llhttp, the parser aiohttp's own C parser is built on), is plain: a
-``Content-Length`` body or none, no ``Transfer-Encoding``, ``Expect`` or ``Upgrade``, no field
-longer than aiohttp would take. Anything else is left whole to aiohttp, which answers it as it
-answers today (its own 400s for malformed heads included), so the two paths never disagree on
-what a request means.
+head, parsed by httptools (llhttp, the parser aiohttp's own C parser is built on), is plain: CRLF
+line ends, a ``Content-Length`` body or none, no ``Transfer-Encoding``, ``Content-Encoding``,
+``Expect`` or ``Upgrade``, a ``Host`` (HTTP/1.1), none of the fields aiohttp takes once given
+twice, no more fields and no longer ones than aiohttp takes. Anything else is left whole to aiohttp,
+which answers it as it answers today (its own 400s for malformed heads included), so the two paths
+do not disagree on what a request means.
 """
 
 from __future__ import annotations
@@ -15,15 +16,22 @@ from dataclasses import dataclass
 from email.utils import formatdate
 
 import httptools
+from aiohttp.http_parser import SINGLETON_HEADERS
 from multidict import CIMultiDict
 
 DATA_ROUTE = "/v1/topics/{topic}/partitions/{partition}/records"
 # aiohttp's limits (run.MAX_REQUEST_LINE, its max_field_size): a longer line or field is aiohttp's to refuse.
 MAX_LINE_BYTES = 64 * 1024
 MAX_FIELD_BYTES = 8190
+MAX_FIELDS = 128
 MAX_HEAD_BYTES = MAX_LINE_BYTES + 32 * MAX_FIELD_BYTES
 _METHODS = {b"GET": "GET", b"POST": "POST"}
-_REFUSED_FIELDS = frozenset({"transfer-encoding", "expect", "upgrade"})
+_STARTS = (b"GET /", b"POST /")
+# Fields that change what the body or the connection is, which aiohttp acts on and the handlers do not.
+_REFUSED_FIELDS = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade", "sec-websocket-key1"})
+_SINGLETONS = frozenset(str(name).lower() for name in SINGLETON_HEADERS)   # aiohttp refuses each twice
+WAIT = -1    # head_verdict: the head may still be a data route's plain one: wait for more
+LEAVE = -2   # head_verdict: it cannot be: aiohttp's
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +49,31 @@ class Head:
     http10: bool
 
 
-def head_end(data: bytes, start: int) -> int:
-    """Where the head starting at ``start`` ends (just past its blank line), or -1 if it has not all come."""
-    end = data.find(b"\r\n\r\n", start)
-    return -1 if end < 0 else end + 4
+def head_verdict(buf: bytes | bytearray, start: int, scanned: int, line_checked: bool) -> tuple[int, bool]:
+    """For the head that begins at ``start``: where it ends (just past its blank line), ``WAIT`` or
+    ``LEAVE``; and whether its request line has come whole (and is a data route's).
+
+    ``scanned``: how many of its bytes earlier calls looked at, and ``line_checked`` what they found,
+    so that a head coming in small pieces is read once, not again with each piece. A head is left
+    to aiohttp as soon as it cannot be the direct path's (another route, a bare LF, too long), not
+    when it ends, which such a head may never do in the direct path's eyes."""
+    begin = start + scanned
+    end = buf.find(b"\r\n\r\n", max(start, begin - 3))
+    stop = len(buf) if end < 0 else end + 4
+    if buf.find(b"\n\n", max(start, begin - 1), stop) >= 0:
+        return LEAVE, line_checked   # a bare LF ends it: llhttp and aiohttp refuse bare LFs in heads
+    if not line_checked:
+        method = bytes(buf[start:min(stop, start + 6)])   # what would never be "GET /" or "POST /" goes at once
+        if not any(known.startswith(method) or method.startswith(known) for known in _STARTS):
+            return LEAVE, False
+        line_end = buf.find(b"\n", begin, stop)
+        if line_end < 0:
+            return (LEAVE if stop - start > MAX_LINE_BYTES else WAIT), False
+        if line_end == start or buf[line_end - 1] != 0x0D or data_target(bytes(buf[start:line_end - 1])) is None:
+            return LEAVE, False
+    if end >= 0:
+        return end + 4, True
+    return (LEAVE if stop - start > MAX_HEAD_BYTES else WAIT), True
 
 
 def data_target(line: bytes) -> tuple[str, str, str, str, str] | None:
@@ -70,10 +99,11 @@ def data_target(line: bytes) -> tuple[str, str, str, str, str] | None:
 class _Fields:
     """httptools' callbacks for one head: its fields, and whether it was whole and plain."""
 
-    __slots__ = ("fields", "complete", "plain", "keep_alive", "http10", "parser")
+    __slots__ = ("fields", "names", "complete", "plain", "keep_alive", "http10", "parser")
 
     def __init__(self) -> None:
         self.fields: list[tuple[str, str]] = []
+        self.names: set[str] = set()
         self.complete = False
         self.plain = True
         self.keep_alive = False
@@ -82,8 +112,11 @@ class _Fields:
 
     def on_header(self, name: bytes, value: bytes) -> None:
         text = name.decode("latin-1")
-        if len(name) + len(value) > MAX_FIELD_BYTES or text.lower() in _REFUSED_FIELDS:
+        lower = text.lower()
+        if (len(name) + len(value) > MAX_FIELD_BYTES or lower in _REFUSED_FIELDS or len(self.fields) >= MAX_FIELDS
+                or (lower in _SINGLETONS and lower in self.names)):
             self.plain = False
+        self.names.add(lower)
         self.fields.append((text, value.decode("utf-8", "surrogateescape")))
 
     def on_headers_complete(self) -> None:
@@ -93,7 +126,7 @@ class _Fields:
         self.complete = True
         self.keep_alive = parser.should_keep_alive()
         self.http10 = parser.get_http_version() == "1.0"
-        if parser.should_upgrade():
+        if parser.should_upgrade() or ("host" not in self.names and not self.http10):
             self.plain = False
 
 

@@ -51,10 +51,6 @@ class HttpListener:
     def addresses(self) -> list[Any]:
         return [sock.getsockname() for sock in self._server.sockets]
 
-    @property
-    def direct_connections(self) -> int:
-        return len(self._routes.connections) if self._routes is not None else 0
-
     async def cleanup(self) -> None:
         """Stop accepting; answer the direct requests in flight (up to the shutdown timeout) and close
         those connections; then aiohttp's own shutdown (its connections, ``on_shutdown``)."""
@@ -64,11 +60,12 @@ class HttpListener:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
         if self._routes is not None:
+            self._routes.state.begin_draining()   # as aiohttp's on_shutdown does: long polls answer now
             working = [c.worker for c in self._routes.connections if c.worker is not None]
             if working:
                 await asyncio.wait(working, timeout=self._shutdown_timeout)
             for connection in list(self._routes.connections):
-                connection.close()
+                connection.close(now=not connection.idle)   # one still answering after the timeout is cut
         await self._runner.cleanup()
 
     async def _sweep(self) -> None:
@@ -78,7 +75,7 @@ class HttpListener:
             await asyncio.sleep(_SWEEP_SECONDS)
             now = loop.time()
             for connection in list(self._routes.connections):
-                if connection.idle and now - connection.idle_since > IDLE_SECONDS:
+                if connection.idle and now - connection.last_active > IDLE_SECONDS:
                     connection.close()
 
 
