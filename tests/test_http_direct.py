@@ -18,18 +18,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from multidict import CIMultiDict
+from yarl import URL
 
 from server_harness import RECORD_BATCH, Server, kafka_batch, kafka_parse
 from stratalog.server.direct.framing import (
     LEAVE,
     MAX_FIELD_BYTES,
     WAIT,
+    Head,
     answer_head,
     data_target,
     head_verdict,
     parse_head,
 )
+from stratalog.server.direct.request import DirectRequest
 
 TOPIC = "direct"
 
@@ -452,3 +457,10 @@ def test_an_answer_head_has_the_handlers_fields_then_length_date_and_connection(
 def test_the_server_log_names_no_errors(server: Server, tmp_path: Path) -> None:
     log = server.log()
     assert "Traceback" not in log and " ERROR " not in log, log
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab=&%+;12F", max_size=16))
+def test_a_query_reads_as_aiohttp_reads_it(query: str) -> None:
+    assert list(DirectRequest(Head("GET", "/", "t", "0", query, CIMultiDict(), 0, True, False), b"", None,  # type: ignore[arg-type]
+                              None).query.items()) == list(URL("/p?" + query, encoded=True).query.items())  # type: ignore[arg-type]

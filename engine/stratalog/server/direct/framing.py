@@ -34,7 +34,7 @@ WAIT = -1    # head_verdict: the head may still be a data route's plain one: wai
 LEAVE = -2   # head_verdict: it cannot be: aiohttp's
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)   # not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__
 class Head:
     """A data-route request's head, as the handler will see it."""
 
@@ -62,6 +62,8 @@ def head_verdict(buf: bytes | bytearray, start: int, scanned: int, line_checked:
     stop = len(buf) if end < 0 else end + 4
     if buf.find(b"\n\n", max(start, begin - 1), stop) >= 0:
         return LEAVE, line_checked   # a bare LF ends it: llhttp and aiohttp refuse bare LFs in heads
+    if end >= 0:
+        return end + 4, True   # whole: parse_head checks its request line
     if not line_checked:
         method = bytes(buf[start:min(stop, start + 6)])   # what would never be "GET /" or "POST /" goes at once
         if not any(known.startswith(method) or method.startswith(known) for known in _STARTS):
@@ -71,8 +73,6 @@ def head_verdict(buf: bytes | bytearray, start: int, scanned: int, line_checked:
             return (LEAVE if stop - start > MAX_LINE_BYTES else WAIT), False
         if line_end == start or buf[line_end - 1] != 0x0D or data_target(bytes(buf[start:line_end - 1])) is None:
             return LEAVE, False
-    if end >= 0:
-        return end + 4, True
     return (LEAVE if stop - start > MAX_HEAD_BYTES else WAIT), True
 
 

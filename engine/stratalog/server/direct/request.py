@@ -16,6 +16,14 @@ from stratalog.server.direct.framing import Head
 _DEFAULT_CONTENT_TYPE = "application/octet-stream"   # aiohttp's, when a request names none
 
 
+def _query_pairs(text: str) -> list[tuple[str, str]]:
+    """yarl's reading of a query (blank values kept, '+' a space, %-escapes decoded), by ``parse_qsl``
+    where there is anything to decode and by a split where there is not (``acks=1``)."""
+    if "%" in text or "+" in text:
+        return parse_qsl(text, keep_blank_values=True)
+    return [(name, value) for name, _, value in (item.partition("=") for item in text.split("&") if item)]
+
+
 class DirectRequest:
     __slots__ = ("_head", "_body", "_query", "match_info", "transport", "app")
 
@@ -41,8 +49,8 @@ class DirectRequest:
 
     @property
     def query(self) -> MultiMapping[str]:
-        if self._query is None:   # yarl's reading of a query: blank values kept, '+' a space
-            self._query = MultiDict(parse_qsl(self._head.query, keep_blank_values=True))
+        if self._query is None:
+            self._query = MultiDict(_query_pairs(self._head.query))
         return self._query
 
     @property
