@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 from collections.abc import Mapping
 from ssl import SSLContext
@@ -21,8 +20,6 @@ from aiohttp import web
 from stratalog.server.access.permissions import Need
 from stratalog.server.direct.connection import DirectConnection, DirectHandler, DirectRoutes
 from stratalog.server.state import STATE
-
-logger = logging.getLogger(__name__)
 
 # aiohttp's keepalive_timeout: a direct connection idle this long is closed, as aiohttp closes its own.
 IDLE_SECONDS = 75.0
