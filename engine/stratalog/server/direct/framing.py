@@ -170,14 +170,11 @@ class HttpDate:
         return self._text
 
 
-_REASONS = {200: "OK"}
-
-
-def answer_head(status: int, reason: str | None, headers: Iterable[tuple[str, str]], body_length: int,
+def answer_head(status: int, reason: str, headers: Iterable[tuple[str, str]], body_length: int,
                 date: str, *, keep_alive: bool, http10: bool) -> bytes:
     """The status line and fields of an answer: the handler's fields, then its length, the date and, where
     the request's version would mean otherwise, whether the connection stays open."""
-    lines = [f"HTTP/1.1 {status} {reason or _REASONS.get(status, 'Unknown')}"]
+    lines = [f"HTTP/1.1 {status} {reason}"]
     lines.extend(f"{name}: {value}" for name, value in headers if name.lower() != "content-length")
     lines.append(f"Content-Length: {body_length}")
     lines.append(f"Date: {date}")
