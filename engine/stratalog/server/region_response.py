@@ -8,7 +8,10 @@ dropped unsent closes with its file object); a short one closes the connection (
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
+from collections.abc import Iterator
 
 from aiohttp import hdrs, web
 from aiohttp.abc import AbstractStreamWriter
@@ -37,19 +40,28 @@ class RegionResponse(web.StreamResponse):
         if self.prepared:
             return await super().prepare(request)
         region = self._region
-        sock = request.transport.get_extra_info("socket") if request.transport is not None else None
-        corked = cork(sock, True)
         try:
-            writer = await super().prepare(request)   # the headers go now (a StreamResponse's way)
-            if request.transport is None:
-                raise ConnectionResetError("the connection closed before the records were sent")
-            await send_region(request.transport, region)
+            with corked(request.transport):
+                writer = await super().prepare(request)   # the headers go now (a StreamResponse's way)
+                if request.transport is None:
+                    raise ConnectionResetError("the connection closed before the records were sent")
+                await send_region(request.transport, region)
             await super().write_eof()
             return writer
         finally:
-            if corked:
-                cork(sock, False)
             region.close()
+
+
+@contextlib.contextmanager
+def corked(transport: asyncio.BaseTransport | None) -> Iterator[None]:
+    """The connection corked (``cork``) for what is written within: a head and the region after it."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    held = cork(sock, True)
+    try:
+        yield
+    finally:
+        if held:
+            cork(sock, False)
 
 
 _TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)   # Linux's; elsewhere the two segments stay two

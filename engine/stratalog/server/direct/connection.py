@@ -1,10 +1,10 @@
 """One client connection on the direct path: its requests framed as they come, answered one after
 another in order (HTTP/1.1), or the connection handed to aiohttp.
 
-The gate's four jobs are done here as ``server/gate.py`` does them, in the same order: the request
-counted by method, route and status; errors as the API's JSON answers (``errors.error_answer``);
-the bearer token and the route's verb (``access.http.admit_to``); 503 when not ready. Handlers
-keep running when the client goes away (aiohttp's default too): an accepted produce completes.
+Each request passes the gate's four jobs by the gate's own ``through_gate`` (``server/gate.py``):
+the request counted by method, route and status; errors as the API's JSON answers; the bearer
+token and the route's verb (``access.http.admit_to``); 503 when not ready. Handlers keep running
+when the client goes away (aiohttp's default too): an accepted produce completes.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from stratalog.server.direct.framing import (
     parse_head,
 )
 from stratalog.server.direct.request import DirectRequest
-from stratalog.server.errors import error_answer
-from stratalog.server.region_response import RegionResponse, cork
+from stratalog.server.gate import through_gate
+from stratalog.server.region_response import RegionResponse, corked
 from stratalog.server.sendfile import send_region
 from stratalog.server.state import ServerState
 
@@ -213,15 +213,10 @@ class DirectConnection(asyncio.Protocol):
         assert transport is not None
         handler, need = routes.handlers[head.method]
         request = DirectRequest(head, body, transport, routes.app)
-        try:
-            if state.access.enabled:
-                await admit_to(state.access, need, f"{head.method} {DATA_ROUTE}", head.headers.get("Authorization"),
-                               head.topic)
-            state.check_ready()
-            response = await handler(request)
-        except Exception as error:  # noqa: BLE001 - as the gate: every failure is an answer
-            response = error_answer(request, error, state.metrics.error)
-        state.metrics.count_request(head.method, DATA_ROUTE, response.status)
+        access = state.access
+        response = await through_gate(state, request, handler, DATA_ROUTE, (lambda: admit_to(
+            access, need, f"{head.method} {DATA_ROUTE}", head.headers.get("Authorization"), head.topic))
+            if access.enabled else None, True)
         keep_alive = head.keep_alive
         date = routes.date.at(time.time())
         if isinstance(response, RegionResponse):
@@ -248,14 +243,9 @@ class DirectConnection(asyncio.Protocol):
             if transport.is_closing():
                 return
             await self._writable_again()
-            sock = transport.get_extra_info("socket")
-            corked = cork(sock, True)
-            try:
+            with corked(transport):
                 transport.write(head)
                 await send_region(transport, region)
-            finally:
-                if corked:
-                    cork(sock, False)
         except (ConnectionError, RuntimeError):
             # The client went (asyncio's sendfile says so with a RuntimeError when the transport is closing),
             # or send_region closed the connection: the file had lost bytes its fields promised.
