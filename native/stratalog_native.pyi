@@ -56,8 +56,7 @@ def check_batch(data: Buffer) -> tuple[tuple[tuple[int, int, int, int, int, int,
 def leader_batch_facts(data: Buffer) -> tuple[int, int, int, int, int, int, int, int, int, int, int, int] | None: ...
 
 def append_as_sent(fd: int, position: int, data: Buffer, base_offset: int, leader_epoch: int,
-                   max_message_bytes: int, compact: bool, timestamp_before_max_ms: int,
-                   timestamp_after_max_ms: int, now_ms: int, room: int, roll_after_timestamp: int,
+                   rules: tuple[int, bool, int, int, int, int], now_ms: int, roll_after_timestamp: int,
                    max_last_offset: int, producer_id: int) -> tuple[int, int, int] | None: ...
 
 def producer_batches(data: Buffer, position: int, limit: int, start: int, end: int | None

@@ -185,22 +185,24 @@ fn leader_batch_facts(data: &Bound<'_, PyAny>)
 /// A leader's append of one producer batch as sent, checked and written in one call (append.rs):
 /// (last offset delta, max timestamp, record count) once `data` is written at `position` of `fd`
 /// with `base_offset` and `leader_epoch` set; None, and nothing written, when anything about it is
-/// not the plain case, so that the caller's reference path decides. `producer_id`: the batch's, as
+/// not the plain case, so that the caller's reference path decides. `rules`: the topic's
+/// `AsSentRules` (max.message.bytes, compact, the two timestamp bounds, segment.ms, segment.bytes),
+/// taken whole so that the caller need not unpack it for every batch. `producer_id`: the batch's, as
 /// the caller read it and checked its sequence (negative: none); a batch of another is declined. A failed
 /// write raises OSError and may leave part of the batch past `position`: the caller truncates it.
 #[pyfunction]
-#[pyo3(signature = (fd, position, data, base_offset, leader_epoch, max_message_bytes, compact,
-                    timestamp_before_max_ms, timestamp_after_max_ms, now_ms, room, roll_after_timestamp,
+#[pyo3(signature = (fd, position, data, base_offset, leader_epoch, rules, now_ms, roll_after_timestamp,
                     max_last_offset, producer_id))]
 #[allow(clippy::too_many_arguments)]
 fn append_as_sent(py: Python<'_>, fd: i32, position: i64, data: &Bound<'_, PyAny>, base_offset: i64,
-                  leader_epoch: i32, max_message_bytes: i128, compact: bool, timestamp_before_max_ms: i128,
-                  timestamp_after_max_ms: i128, now_ms: i128, room: i128, roll_after_timestamp: i128,
-                  max_last_offset: i128, producer_id: i64) -> PyResult<Option<append::Accepted>> {
+                  leader_epoch: i32, rules: (i128, bool, i128, i128, i128, i128), now_ms: i128,
+                  roll_after_timestamp: i128, max_last_offset: i128, producer_id: i64)
+                  -> PyResult<Option<append::Accepted>> {
     let bytes = Bytes::of(data)?;
     let d = bytes.slice();
+    let (max_message_bytes, compact, timestamp_before_max_ms, timestamp_after_max_ms, _segment_ms, segment_bytes) = rules;
     let limits = append::Limits { max_message_bytes, compact, timestamp_before_max_ms, timestamp_after_max_ms,
-                                  now_ms, room, roll_after_timestamp,
+                                  now_ms, room: segment_bytes - i128::from(position), roll_after_timestamp,
                                   max_last_offset_delta: max_last_offset - i128::from(base_offset),
                                   checked_producer_id: producer_id };
     let Some(accepted) = append::accept(d, &limits) else { return Ok(None) };
@@ -289,7 +291,7 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // What records/native.py checks before it uses this module: bump it with records/native.py's
     // INTERFACE whenever a function or class is added or removed, or changes its arguments or results,
     // so that an extension built from older sources is refused by name instead of failing mid-append.
-    m.add("INTERFACE", 3u32)?;
+    m.add("INTERFACE", 4u32)?;
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;

@@ -213,7 +213,7 @@ class OffsetIndex(_Index):
             raise CorruptIndexError(
                 f"{self.path}: offset {offset} is not larger than the last indexed offset {keys[-1]}"
             )
-        if self.is_full():
+        if len(keys) >= self.max_entries:   # ``is_full``, without the call
             raise CorruptIndexError(f"{self.path}: index is full ({self.max_entries} entries)")
         keys.append(offset)
         self._values.append(position)
@@ -283,9 +283,10 @@ class TimeIndex(_Index):
         if not self._loaded:
             self._ensure_loaded()
         keys, values = self._keys, self._values
-        if not skip_full_check and self.is_full():
+        count = len(keys)
+        if count >= self.max_entries - 1 and not skip_full_check:   # ``is_full``, without the call
             raise CorruptIndexError(f"{self.path}: time index is full ({self.max_entries} entries)")
-        if len(keys) >= self.max_entries:
+        if count >= self.max_entries:
             return
         if keys and offset < values[-1]:
             raise CorruptIndexError(

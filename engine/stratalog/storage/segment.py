@@ -210,27 +210,38 @@ class LogSegment:
         written. ``producer_id``: the batch's, its sequence checked by the caller (negative: none).
         The kernel checks the topic's ``rules`` and this segment's roll conditions as ``should_roll``
         states them, from the bounds computed here."""
-        if self.offset_index.is_full() or self.time_index.is_full():
+        offset_index, time_index = self.offset_index, self.time_index
+        if offset_index.is_full() or time_index.is_full():
             return None
-        size = self.log.size
+        log = self.log
+        size = log.size
         roll_after = self._time_roll_bound(rules.segment_ms, now_ms) if size > 0 else NEVER
         if roll_after == -NEVER:   # a time roll is due whatever the batch carries: no need to check it
             return None
-        accepted = self.log.append_as_sent(data, base_offset, leader_epoch, (
-            rules.max_message_bytes, rules.compact, rules.timestamp_before_max_ms, rules.timestamp_after_max_ms,
-            now_ms, rules.segment_bytes - size, roll_after, min(max_last_offset, self.base_offset + INT32_MAX),
-            producer_id))
+        accepted = log.append_as_sent(data, base_offset, leader_epoch, rules, now_ms, roll_after,
+                                      min(max_last_offset, self.base_offset + INT32_MAX), producer_id)
         if accepted is None:
             return None
+        length = len(data)
         last_offset, max_timestamp = base_offset + accepted[0], accepted[1]
         if size == 0 and not self._rolling_loaded:
             self._rolling_based_timestamp, self._rolling_loaded = max_timestamp, True
-        self._index_batch(last_offset, max_timestamp, last_offset, size, len(data))
+        # ``_index_batch`` spelled out: every plain append passes here.
+        so_far = self._max_timestamp if self._max_timestamp is not None else self.max_timestamp_so_far
+        if max_timestamp > so_far:
+            so_far = self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = last_offset
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            offset_index.append(last_offset, size)
+            time_index.maybe_append(so_far, self._offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = length
+        else:
+            self._bytes_since_last_index_entry += length
         self._next_offset = last_offset + 1
         placed = self._placed
         if len(placed) >= RECENT_PLACES:
             placed.clear()
-        placed[base_offset] = (size, len(data), last_offset, max_timestamp, accepted[2])
+        placed[base_offset] = (size, length, last_offset, max_timestamp, accepted[2])
         return accepted
 
     def _write_position(self, offsets: tuple[int, ...], first_timestamp: int) -> int:
