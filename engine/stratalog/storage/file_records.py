@@ -68,17 +68,19 @@ class FileRecords:
         return self._write(prefix, memoryview(data)[_BATCH_PREFIX.size:])
 
     def append_as_sent(self, data: bytes, base_offset: int, leader_epoch: int,
-                       rules: tuple[int, bool, int, int, int, int], *checks: int) -> tuple[int, int, int] | None:
+                       rules: tuple[int, bool, int, int, int, int], now_ms: int, roll_after_timestamp: int,
+                       max_last_offset: int, producer_id: int) -> tuple[int, int, int] | None:
         """``append_batch`` of a producer's batch that the native kernel accepts as sent, checked and
         written in one call: (last offset delta, max timestamp, record count), or None and nothing
-        written (no kernel, or a batch it leaves to the reference path). ``rules``, ``checks``: the rest
-        of ``stratalog_native.append_as_sent``'s arguments (``LogSegment.try_append_as_sent``)."""
+        written (no kernel, or a batch it leaves to the reference path). The other arguments are
+        ``stratalog_native.append_as_sent``'s (``LogSegment.try_append_as_sent``)."""
         kernel = native.kernel
         if kernel is None:
             return None
         try:
             accepted: tuple[int, int, int] | None = kernel.append_as_sent(
-                self.fd, self._size, data, base_offset, leader_epoch, rules, *checks)
+                self.fd, self._size, data, base_offset, leader_epoch, rules, now_ms, roll_after_timestamp,
+                max_last_offset, producer_id)
         except OSError:
             self._cut_torn_write()
             raise

@@ -223,7 +223,7 @@ class Log:
     # -- append -----------------------------------------------------------------------------
     def append(self, batch: bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
         """Append one producer batch as leader (``append_batches`` of one)."""
-        info = self._append_as_sent(batch, now_ms, inline=False)
+        info = self._append_as_sent(batch, now_ms, False)
         if info is not None:
             return info
         return self.append_prepared(self.prepare_append((batch,), now_ms=now_ms))[0]
@@ -247,12 +247,12 @@ class Log:
         The caller then calls ``append_batches`` on a thread."""
         if not self.may_append_inline(batches):
             return None
-        info = self._append_as_sent(batches[0], now_ms, inline=True)
+        info = self._append_as_sent(batches[0], now_ms, True)
         if info is not None:
             return [info]
         return self.try_append_prepared(self.prepare_append(batches, now_ms=now_ms))
 
-    def _append_as_sent(self, batch: bytes | bytearray, now_ms: int | None, *, inline: bool) -> AppendInfo | None:
+    def _append_as_sent(self, batch: bytes | bytearray, now_ms: int | None, inline: bool) -> AppendInfo | None:
         """One producer batch checked and written by one native call (``LogSegment.try_append_as_sent``):
         the common case of an append, without the Python work of ``prepare_append`` and
         ``append_prepared``. None, and nothing written, where the reference path must decide: no

@@ -218,8 +218,9 @@ class LogSegment:
         roll_after = self._time_roll_bound(rules.segment_ms, now_ms) if size > 0 else NEVER
         if roll_after == -NEVER:   # a time roll is due whatever the batch carries: no need to check it
             return None
+        segment_last = self.base_offset + INT32_MAX
         accepted = log.append_as_sent(data, base_offset, leader_epoch, rules, now_ms, roll_after,
-                                      min(max_last_offset, self.base_offset + INT32_MAX), producer_id)
+                                      max_last_offset if max_last_offset < segment_last else segment_last, producer_id)
         if accepted is None:
             return None
         length = len(data)
