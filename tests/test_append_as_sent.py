@@ -229,6 +229,22 @@ def test_a_plain_batch_is_checked_and_written_in_one_native_call_by_either_appen
     assert second is not None and (second[0].first_offset, second[0].last_offset) == (4, 5)
 
 
+def test_a_topic_whose_bounds_are_all_long_max_still_takes_the_one_call_path(tmp_path):
+    """segment.ms, both timestamp bounds and flush.messages at Long.MAX_VALUE: the roll bound past the
+    first batch's timestamp is beyond a long, and the kernel takes longs."""
+    long_max = str((1 << 63) - 1)
+    counting = CountingKernel()
+    with kernel(counting):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({
+            "segment.ms": long_max, "message.timestamp.before.max.ms": long_max,
+            "message.timestamp.after.max.ms": long_max, "flush.messages": long_max}), Clock())
+        log.append_batches([producer_batch(1)])   # the reference path: leader epoch 0 starts here
+        appended = [log.append_batches([producer_batch(2)])[0], log.try_append([producer_batch(2)])]
+        log.close()
+    assert counting.written == 2
+    assert appended[1] is not None and [appended[0].last_offset, appended[1][0].last_offset] == [2, 4]
+
+
 @pytest.mark.parametrize("batch", [
     producer_batch(3, compression=Compression.GZIP),          # compressed
     producer_batch(3, timestamp=T0 + 10 * 3_600_000),         # past message.timestamp.after.max.ms

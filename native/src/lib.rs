@@ -195,15 +195,20 @@ fn leader_batch_facts(data: &Bound<'_, PyAny>)
                     max_last_offset, producer_id))]
 #[allow(clippy::too_many_arguments)]
 fn append_as_sent(py: Python<'_>, fd: i32, position: i64, data: &Bound<'_, PyAny>, base_offset: i64,
-                  leader_epoch: i32, rules: (i128, bool, i128, i128, i128, i128), now_ms: i128,
-                  roll_after_timestamp: i128, max_last_offset: i128, producer_id: i64)
+                  leader_epoch: i32, rules: (i64, bool, i64, i64, i64, i64), now_ms: i64,
+                  roll_after_timestamp: i64, max_last_offset: i64, producer_id: i64)
                   -> PyResult<Option<append::Accepted>> {
     let bytes = Bytes::of(data)?;
     let d = bytes.slice();
+    // Every argument is a Kafka long: taken as i64 (an i128 costs several Python calls each under the
+    // stable ABI) and widened for the arithmetic, which a batch's own timestamps could overflow.
     let (max_message_bytes, compact, timestamp_before_max_ms, timestamp_after_max_ms, _segment_ms, segment_bytes) = rules;
-    let limits = append::Limits { max_message_bytes, compact, timestamp_before_max_ms, timestamp_after_max_ms,
-                                  now_ms, room: segment_bytes - i128::from(position), roll_after_timestamp,
-                                  max_last_offset_delta: max_last_offset - i128::from(base_offset),
+    let limits = append::Limits { max_message_bytes: max_message_bytes.into(), compact,
+                                  timestamp_before_max_ms: timestamp_before_max_ms.into(),
+                                  timestamp_after_max_ms: timestamp_after_max_ms.into(), now_ms: now_ms.into(),
+                                  room: i128::from(segment_bytes) - i128::from(position),
+                                  roll_after_timestamp: roll_after_timestamp.into(),
+                                  max_last_offset_delta: i128::from(max_last_offset) - i128::from(base_offset),
                                   checked_producer_id: producer_id };
     let Some(accepted) = append::accept(d, &limits) else { return Ok(None) };
     // The write lets other threads run, as os.pwritev does. The buffer export stops a resize, not a

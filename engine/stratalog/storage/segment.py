@@ -47,8 +47,9 @@ class SegmentOffsetOverflowError(StratalogError):
     """An offset that does not fit the segment's int32 relative offsets."""
 
 
-# A time bound that is never passed (the native kernel takes any Python int); -NEVER is always passed.
-NEVER = 1 << 80
+# A time bound that is never passed (Kafka's Long.MAX_VALUE: the native kernel takes Kafka longs);
+# -NEVER is always passed.
+NEVER = (1 << 63) - 1
 
 # How many places the active segment remembers of each kind (batches appended lately, where
 # readers' one-batch reads ended): a partition's tail rarely has more followers and consumers at
@@ -306,7 +307,8 @@ class LogSegment:
         limit = max_segment_ms - self.roll_jitter_ms
         first_timestamp = self._rolling_based_timestamp if self._rolling_loaded else self._rolling_timestamp()
         if first_timestamp is not None and first_timestamp >= 0:
-            return first_timestamp + limit
+            bound = first_timestamp + limit
+            return bound if bound < NEVER else NEVER   # segment.ms may be Long.MAX_VALUE
         return -NEVER if now_ms - self.created_ms > limit else NEVER
 
     def on_become_inactive(self) -> None:
