@@ -230,8 +230,8 @@ def test_a_plain_batch_is_checked_and_written_in_one_native_call_by_either_appen
 
 
 def test_a_topic_whose_bounds_are_all_long_max_still_takes_the_one_call_path(tmp_path):
-    """segment.ms, both timestamp bounds and flush.messages at Long.MAX_VALUE: the roll bound past the
-    first batch's timestamp is beyond a long, and the kernel takes longs."""
+    """segment.ms at Long.MAX_VALUE puts the roll bound past the first batch's timestamp beyond a long,
+    which the kernel would refuse to take; the other bounds at Long.MAX_VALUE come along."""
     long_max = str((1 << 63) - 1)
     counting = CountingKernel()
     with kernel(counting):
@@ -243,6 +243,7 @@ def test_a_topic_whose_bounds_are_all_long_max_still_takes_the_one_call_path(tmp
         log.close()
     assert counting.written == 2
     assert appended[1] is not None and [appended[0].last_offset, appended[1][0].last_offset] == [2, 4]
+    assert [s.base_offset for s in log.segments] == [0]
 
 
 @pytest.mark.parametrize("batch", [
@@ -331,6 +332,23 @@ def test_a_segment_of_batches_without_timestamps_rolls_once_segment_ms_has_passe
         assert [s.base_offset for s in log.segments] == [0, 2]
         log.close()
     assert module is None or module.written == 1
+
+
+@pytest.mark.parametrize("module", [None, CountingKernel()], ids=["python", "native"])
+def test_a_segment_without_timestamps_past_segment_ms_rolls_even_for_a_batch_stamped_long_min(tmp_path, module):
+    """Kafka's roll by time without a first timestamp waits on the clock alone, whatever the batch carries."""
+    clock = Clock()
+    long_min = -(1 << 63)
+    with kernel(module):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({"segment.ms": 1000}), clock)
+        log.append_batches([producer_batch(1, timestamp=-1)])
+        clock.now += 1001
+        copied = bytearray(build_batch([Record(1, -1, b"k", b"v")], base_offset=1))
+        struct.pack_into(">q", copied, 35, long_min)   # the header's max timestamp, as a leader may have written it
+        copied[17:21] = compute_crc(copied, 0, len(copied)).to_bytes(4, "big")
+        log.append_raw(bytes(copied))   # as a follower copies it
+        assert [s.base_offset for s in log.segments] == [0, 1]
+        log.close()
 
 
 class AnnouncingLock:

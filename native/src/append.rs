@@ -14,7 +14,8 @@ use crate::{be, v2_head};
 const REFUSED_ATTRIBUTES: u16 = 0x20 | 0x10 | 0x08;
 const COMPRESSION_BITS: u16 = 0x07;
 
-/// The topic's rules and the segment's room, as `Log` computes them for this append.
+/// The topic's rules and the segment's room for this append (`append_as_sent` in lib.rs makes them
+/// from what `LogSegment.try_append_as_sent` passes).
 pub struct Limits {
     pub max_message_bytes: i128,
     pub compact: bool,

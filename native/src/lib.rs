@@ -200,8 +200,9 @@ fn append_as_sent(py: Python<'_>, fd: i32, position: i64, data: &Bound<'_, PyAny
                   -> PyResult<Option<append::Accepted>> {
     let bytes = Bytes::of(data)?;
     let d = bytes.slice();
-    // Every argument is a Kafka long: taken as i64 (an i128 costs several Python calls each under the
-    // stable ABI) and widened for the arithmetic, which a batch's own timestamps could overflow.
+    // The offsets, timestamps and bounds are Kafka longs: taken as i64 (an i128 costs several Python
+    // calls each under the stable ABI) and widened for the arithmetic, which a batch's own timestamps
+    // could overflow.
     let (max_message_bytes, compact, timestamp_before_max_ms, timestamp_after_max_ms, _segment_ms, segment_bytes) = rules;
     let limits = append::Limits { max_message_bytes: max_message_bytes.into(), compact,
                                   timestamp_before_max_ms: timestamp_before_max_ms.into(),

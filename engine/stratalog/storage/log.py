@@ -459,8 +459,9 @@ class Log:
         return self._written(validated, first_offset)
 
     def _written(self, validated: ValidatedBatch, first_offset: int) -> AppendInfo:
-        """What follows the write of ``validated`` at ``first_offset`` on either append path: the
-        producer's batch recorded, the high watermark of a single copy moved, a flush that fell due."""
+        """What follows the write of ``validated`` at ``first_offset`` on the reference append path:
+        the producer's batch recorded, the high watermark of a single copy moved, a flush that fell
+        due. ``_append_as_sent`` spells the same out for its batches: a change here belongs there too."""
         last_offset = first_offset + validated.last_offset_delta
         producers = self.producer_state.producers
         if producers is not None:   # a producer's batch is neither transactional nor a marker

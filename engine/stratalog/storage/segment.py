@@ -47,9 +47,10 @@ class SegmentOffsetOverflowError(StratalogError):
     """An offset that does not fit the segment's int32 relative offsets."""
 
 
-# A time bound that is never passed (Kafka's Long.MAX_VALUE: the native kernel takes Kafka longs);
-# -NEVER is always passed.
+# A time bound that is never passed (Kafka's Long.MAX_VALUE: the native kernel takes Kafka longs),
+# and one that every timestamp passes, Long.MIN_VALUE included (it never reaches the kernel).
 NEVER = (1 << 63) - 1
+ALWAYS = -(1 << 63) - 1
 
 # How many places the active segment remembers of each kind (batches appended lately, where
 # readers' one-batch reads ended): a partition's tail rarely has more followers and consumers at
@@ -217,7 +218,7 @@ class LogSegment:
         log = self.log
         size = log.size
         roll_after = self._time_roll_bound(rules.segment_ms, now_ms) if size > 0 else NEVER
-        if roll_after == -NEVER:   # a time roll is due whatever the batch carries: no need to check it
+        if roll_after == ALWAYS:   # a time roll is due whatever the batch carries: no need to check it
             return None
         segment_last = self.base_offset + INT32_MAX
         accepted = log.append_as_sent(data, base_offset, leader_epoch, rules, now_ms, roll_after,
@@ -262,7 +263,8 @@ class LogSegment:
 
     def _index_batch(self, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, position: int,
                      size: int) -> None:
-        """A written batch's part in the indexes: an entry once ``index.interval.bytes`` have passed."""
+        """A written batch's part in the indexes: an entry once ``index.interval.bytes`` have passed.
+        ``try_append_as_sent`` spells the same out for its batches: a change here belongs there too."""
         so_far = self._max_timestamp if self._max_timestamp is not None else self.max_timestamp_so_far
         if max_timestamp > so_far:
             so_far = self._max_timestamp = max_timestamp
@@ -302,14 +304,14 @@ class LogSegment:
     def _time_roll_bound(self, max_segment_ms: int, now_ms: int) -> int:
         """The largest max timestamp an append may carry before this (non-empty) segment rolls by time:
         ``segment.ms`` less the jitter past its first batch's timestamp. Without one (no batch with a
-        timestamp), the time since the segment was made decides for any append: ``-NEVER`` once it is
+        timestamp), the time since the segment was made decides for any append: ``ALWAYS`` once it is
         past (every append rolls), ``NEVER`` before."""
         limit = max_segment_ms - self.roll_jitter_ms
         first_timestamp = self._rolling_based_timestamp if self._rolling_loaded else self._rolling_timestamp()
         if first_timestamp is not None and first_timestamp >= 0:
             bound = first_timestamp + limit
             return bound if bound < NEVER else NEVER   # segment.ms may be Long.MAX_VALUE
-        return -NEVER if now_ms - self.created_ms > limit else NEVER
+        return ALWAYS if now_ms - self.created_ms > limit else NEVER
 
     def on_become_inactive(self) -> None:
         """At roll: the final time-index entry, then trim every file to its content."""
