@@ -246,10 +246,13 @@ class DirectConnection(asyncio.Protocol):
             with corked(transport):
                 transport.write(head)
                 await send_region(transport, region)
-        except (ConnectionError, RuntimeError):
-            # The client went (asyncio's sendfile says so with a RuntimeError when the transport is closing),
-            # or send_region closed the connection: the file had lost bytes its fields promised.
+        except ConnectionError:
+            # The client went, or send_region closed the connection: the file had lost bytes its fields promised.
             self._lost = True
+        except RuntimeError:
+            if not transport.is_closing():
+                raise   # a fault of ours: ``_serve`` logs it and cuts the connection
+            self._lost = True   # asyncio's sendfile says that the client went with a RuntimeError
         finally:
             region.close()
 
@@ -292,8 +295,12 @@ class DirectConnection(asyncio.Protocol):
         return self._worker is None and not self._queue
 
     def close(self, *, now: bool = False) -> None:
-        if self._transport is not None:
-            self._transport.abort() if now else self._transport.close()
+        if self._transport is None:
+            return
+        if now:
+            self._transport.abort()
+        else:
+            self._transport.close()
 
     @property
     def worker(self) -> asyncio.Task[None] | None:
