@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 from yarl import URL
 
-from server_harness import RECORD_BATCH, Server, kafka_batch, kafka_parse
+from server_harness import RECORD_BATCH, STRATALOG, Server, kafka_batch, kafka_parse
 from stratalog.server.direct.framing import (
     LEAVE,
     MAX_FIELD_BYTES,
@@ -453,6 +454,15 @@ def test_an_answer_head_has_the_handlers_fields_then_length_date_and_connection(
         b"Date: D\r\nConnection: close\r\n\r\n")
     assert answer_head(200, "OK", [], 0, "D", keep_alive=True, http10=True).endswith(
         b"Connection: keep-alive\r\n\r\n")
+
+
+def test_a_server_told_a_direct_path_setting_it_does_not_know_says_so_and_exits(tmp_path) -> None:
+    ran = subprocess.run([*STRATALOG, "serve", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0"],
+                         env={**os.environ, "STRATALOG_HTTP_DIRECT": "maybe"}, capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 1, ran
+    said = ran.stdout + ran.stderr
+    assert "cannot listen: STRATALOG_HTTP_DIRECT='maybe': expected 1" in said and "Traceback" not in said, said
 
 
 def test_the_server_log_names_no_errors(server: Server) -> None:

@@ -146,14 +146,15 @@ async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout
     options = {"access_log": logging.getLogger("aiohttp.access") if access_log else None,
                "max_line_size": MAX_REQUEST_LINE}
     try:
+        direct = direct_enabled(access_log)
+    except ValueError as error:   # STRATALOG_HTTP_DIRECT names neither choice
+        logger.error("cannot listen: %s", error)
+        return None
+    try:
         return await start_listener(app, DATA_HANDLERS, host, port, runner_options=options,
-                                    shutdown_timeout=shutdown_timeout, direct=direct_enabled(access_log),
-                                    ssl_context=ssl_context)
+                                    shutdown_timeout=shutdown_timeout, direct=direct, ssl_context=ssl_context)
     except OSError as error:
         logger.error("cannot listen on %s:%d: %s", host, port, error.strerror)
-        return None
-    except ValueError as error:   # STRATALOG_HTTP_DIRECT
-        logger.error("cannot listen: %s", error)
         return None
 
 
