@@ -304,20 +304,9 @@ class Log:
                                                       max_last_offset, producer_id)
                 if accepted is None:
                     return None
-                # ``_written`` of the accepted batch, spelled out: this is every plain append's tail.
                 last_offset_delta, max_timestamp, record_count = accepted
-                last_offset = first_offset + last_offset_delta
-                if producer_id >= 0:
-                    producers = self.producer_state.producers
-                    assert producers is not None   # checked above, under the same hold of the lock
-                    producers.on_batch(producer_id, producer_epoch, base_sequence, last_offset_delta, first_offset,
-                                       max_timestamp)
-                if self.hw_follows_leo:
-                    self.high_watermark = last_offset + 1
-                if last_offset + 1 - local.recovery_point >= config.flush_messages:
-                    self.flush()
-                return AppendInfo(first_offset, last_offset, max_timestamp, -1, record_count, len(batch),
-                                  self.log_start_offset)
+                return self._written(first_offset, len(batch), last_offset_delta, max_timestamp, -1, record_count,
+                                     producer_id, producer_epoch, base_sequence)
             except OSError as error:
                 raise self.failures.storage_error(local.log_dir, self._appending, error) from error
         finally:
@@ -456,23 +445,27 @@ class Log:
             segment = self.roll()
         segment.append_leader_batch(first_offset, self.leader_epoch, last_offset, validated.max_timestamp, data)
         self.epoch_cache.assign(self.leader_epoch, first_offset)
-        return self._written(validated, first_offset)
+        return self._written(first_offset, len(data), validated.last_offset_delta, validated.max_timestamp,
+                             validated.log_append_time, validated.record_count, validated.producer_id,
+                             validated.producer_epoch, validated.base_sequence)
 
-    def _written(self, validated: ValidatedBatch, first_offset: int) -> AppendInfo:
-        """What follows the write of ``validated`` at ``first_offset`` on the reference append path:
-        the producer's batch recorded, the high watermark of a single copy moved, a flush that fell
-        due. ``_append_as_sent`` spells the same out for its batches: a change here belongs there too."""
-        last_offset = first_offset + validated.last_offset_delta
+    def _written(self, first_offset: int, size: int, last_offset_delta: int, max_timestamp: int, log_append_time: int,
+                 record_count: int, producer_id: int, producer_epoch: int, base_sequence: int) -> AppendInfo:
+        """What follows the write of a producer's batch of ``size`` bytes at ``first_offset``, on either
+        append path: the producer's batch recorded, the high watermark of a single copy moved, a flush
+        that fell due. The batch's facts come as plain values: the one-call path has no ``ValidatedBatch``
+        to take them from, and making one would cost every plain append more than this call."""
+        last_offset = first_offset + last_offset_delta
         producers = self.producer_state.producers
         if producers is not None:   # a producer's batch is neither transactional nor a marker
-            producers.on_batch(validated.producer_id, validated.producer_epoch, validated.base_sequence,
-                               validated.last_offset_delta, first_offset, validated.max_timestamp)
+            producers.on_batch(producer_id, producer_epoch, base_sequence, last_offset_delta, first_offset,
+                               max_timestamp)
         if self.hw_follows_leo:
             self.high_watermark = last_offset + 1
         if self._flush_due(last_offset):   # after a roll, whose flush moved the recovery point
             self.flush()
-        return AppendInfo(first_offset, last_offset, validated.max_timestamp, validated.log_append_time,
-                          validated.record_count, len(validated.data), self.log_start_offset)
+        return AppendInfo(first_offset, last_offset, max_timestamp, log_append_time, record_count, size,
+                          self.log_start_offset)
 
     def _flush_due(self, last_offset: int) -> bool:
         local = self.local

@@ -212,8 +212,7 @@ class LogSegment:
         written. ``producer_id``: the batch's, its sequence checked by the caller (negative: none).
         The kernel checks the topic's ``rules`` and this segment's roll conditions as ``should_roll``
         states them, from the bounds computed here."""
-        offset_index, time_index = self.offset_index, self.time_index
-        if offset_index.is_full() or time_index.is_full():
+        if self.offset_index.is_full() or self.time_index.is_full():
             return None
         log = self.log
         size = log.size
@@ -229,17 +228,7 @@ class LogSegment:
         last_offset, max_timestamp = base_offset + accepted[0], accepted[1]
         if size == 0 and not self._rolling_loaded:
             self._rolling_based_timestamp, self._rolling_loaded = max_timestamp, True
-        # ``_index_batch`` spelled out: every plain append passes here.
-        so_far = self._max_timestamp if self._max_timestamp is not None else self.max_timestamp_so_far
-        if max_timestamp > so_far:
-            so_far = self._max_timestamp = max_timestamp
-            self._offset_of_max_timestamp = last_offset
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            offset_index.append(last_offset, size)
-            time_index.maybe_append(so_far, self._offset_of_max_timestamp)
-            self._bytes_since_last_index_entry = length
-        else:
-            self._bytes_since_last_index_entry += length
+        self._index_batch(last_offset, max_timestamp, last_offset, size, length)
         self._next_offset = last_offset + 1
         placed = self._placed
         if len(placed) >= RECENT_PLACES:
@@ -263,8 +252,7 @@ class LogSegment:
 
     def _index_batch(self, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, position: int,
                      size: int) -> None:
-        """A written batch's part in the indexes: an entry once ``index.interval.bytes`` have passed.
-        ``try_append_as_sent`` spells the same out for its batches: a change here belongs there too."""
+        """A written batch's part in the indexes: an entry once ``index.interval.bytes`` have passed."""
         so_far = self._max_timestamp if self._max_timestamp is not None else self.max_timestamp_so_far
         if max_timestamp > so_far:
             so_far = self._max_timestamp = max_timestamp
