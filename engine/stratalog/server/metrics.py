@@ -3,8 +3,9 @@
 Two kinds:
 
 * request-path series the handlers update as they go: bytes and records
-  appended, bytes fetched, append / fetch latency histograms, error responses
-  by Kafka error code, HTTP requests by route and status, waiting long polls;
+  appended, bytes fetched, append / fetch latency histograms, HTTP requests by
+  route and status (plain numbers, ``server/request_series.py``: no lock per
+  update); error responses by Kafka error code, waiting long polls;
 * engine series read at scrape time by ``EngineCollector``: per-partition
   size, offsets, segment count; the cleaner's totals and dirty ratio; retention
   deletions; checkpoint-file age; the schedule's task runs. Reading the logs
@@ -21,9 +22,9 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -33,6 +34,7 @@ from stratalog.common.names import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
+from stratalog.server.request_series import CounterSeries, HistogramSeries, RequestSeriesCollector
 
 if TYPE_CHECKING:
     from stratalog.broker.engine import Engine
@@ -43,7 +45,6 @@ logger = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-M = TypeVar("M", Counter, Histogram)   # a labelled metric family
 _CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                      CLEANER_OFFSET_CHECKPOINT)
 
@@ -54,67 +55,52 @@ class ServerMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         registry = self.registry
         tp = ["topic", "partition"]
-        self.append_bytes = Counter("stratalog_append_bytes", "Bytes of record batches appended through the API",
-                                    tp, registry=registry)
-        self.append_records = Counter("stratalog_append_records", "Records appended through the API", tp,
-                                      registry=registry)
-        self.fetch_bytes = Counter("stratalog_fetch_bytes", "Bytes of record batches served by fetches", tp,
-                                   registry=registry)
-        self.append_latency = Histogram(
+        # The request path's series, updated on every produce and fetch (server/request_series.py).
+        self.append_bytes = CounterSeries("stratalog_append_bytes", "Bytes of record batches appended through the API",
+                                          tp)
+        self.append_records = CounterSeries("stratalog_append_records", "Records appended through the API", tp)
+        self.fetch_bytes = CounterSeries("stratalog_fetch_bytes", "Bytes of record batches served by fetches", tp)
+        self.append_latency = HistogramSeries(
             "stratalog_append_latency_seconds",
             "Time to append one produce request's batches (and fsync them when acks=all)",
-            ["acks"], buckets=_LATENCY_BUCKETS, registry=registry)
-        self.fetch_latency = Histogram(
-            "stratalog_fetch_latency_seconds", "Time to read one fetch, long-poll waiting excluded",
-            buckets=_LATENCY_BUCKETS, registry=registry)
+            ["acks"], _LATENCY_BUCKETS)
+        self.fetch_latency = HistogramSeries(
+            "stratalog_fetch_latency_seconds", "Time to read one fetch, long-poll waiting excluded", [],
+            _LATENCY_BUCKETS)
+        self.requests = CounterSeries("stratalog_http_requests", "HTTP requests by method, route and status",
+                                      ["method", "route", "status"])
+        registry.register(RequestSeriesCollector([self.append_bytes, self.append_records, self.fetch_bytes,
+                                                  self.append_latency, self.fetch_latency, self.requests]))
         self.errors = Counter("stratalog_errors", "Error responses by Kafka error code", ["code"], registry=registry)
         self.access_denied = Counter("stratalog_access_denied", "Requests refused by authorization, by verb "
                                      "(both listeners)", ["verb"], registry=registry)
-        self.requests = Counter("stratalog_http_requests", "HTTP requests by method, route and status",
-                                ["method", "route", "status"], registry=registry)
         registry.register(EngineCollector(engine))
         registry.register(FetchWaitCollector(waits))
         registry.register(ReplicationCollector(replicas))
-
-        # Series children of the request path, found once: prometheus_client's labels() takes a lock
-        # and checks the label values on every call. forget_topic drops a topic's with its series.
-        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
-
-    def _series(self, family: M, *labels: str) -> M:
-        """``family``'s child for ``labels``, made on its first use as ``labels()`` makes it."""
-        key = (family, labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = family.labels(*labels)
-        return cast(M, child)
 
     def error(self, code: str) -> None:
         self.errors.labels(code).inc()
 
     def count_request(self, method: str, route: str, status: int) -> None:
-        self._series(self.requests, method, route, str(status)).inc()
+        self.requests.inc((method, route, str(status)), 1)
 
     def count_append(self, topic: str, partition: int, size: int, records: int) -> None:
         labels = (topic, str(partition))
-        self._series(self.append_bytes, *labels).inc(size)
-        self._series(self.append_records, *labels).inc(records)
+        self.append_bytes.inc(labels, size)
+        self.append_records.inc(labels, records)
 
     def observe_append(self, acks: str, seconds: float) -> None:
-        self._series(self.append_latency, acks).observe(seconds)
+        self.append_latency.observe((acks,), seconds)
 
     def count_fetch(self, topic: str, partition: int, size: int, seconds: float) -> None:
-        self._series(self.fetch_bytes, topic, str(partition)).inc(size)
-        self.fetch_latency.observe(seconds)
+        self.fetch_bytes.inc((topic, str(partition)), size)
+        self.fetch_latency.observe((), seconds)
 
     def forget_topic(self, topic: str, partitions: Iterable[int]) -> None:
         """Drop a deleted topic's request-path series, so deleted names do not pile up."""
         for partition in partitions:
             for counter in (self.append_bytes, self.append_records, self.fetch_bytes):
-                self._children.pop((counter, (topic, str(partition))), None)
-                try:
-                    counter.remove(topic, str(partition))
-                except KeyError:
-                    pass
+                counter.remove((topic, str(partition)))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
