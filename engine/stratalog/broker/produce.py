@@ -47,6 +47,10 @@ class ProduceResult:
 
     @staticmethod
     def of(infos: Sequence[AppendInfo], log_start_offset: int) -> ProduceResult:
+        if len(infos) == 1:   # most produces: one batch, no sums over generators
+            info = infos[0]
+            return ProduceResult(info.first_offset, info.last_offset, info.log_append_time, info.record_count, 1,
+                                 info.size, log_start_offset)
         return ProduceResult(infos[0].first_offset, infos[-1].last_offset, infos[-1].log_append_time,
                              sum(i.record_count for i in infos), len(infos), sum(i.size for i in infos),
                              log_start_offset)

@@ -174,7 +174,7 @@ class ReplicaManager:
         return await asyncio.get_running_loop().run_in_executor(self.maintenance, functools.partial(fn, *args))
 
     def log(self, tp: TopicPartition) -> Log:
-        return self.engine.manager.get_log(tp.topic, tp.partition)
+        return self.engine.manager.log_of(tp)
 
     # -- produce --------------------------------------------------------------------------------
     async def append_records(self, tp: TopicPartition, batches: Sequence[bytes | bytearray], acks: Acks,

@@ -105,7 +105,7 @@ class ReplicaSet:
             partition = self.partitions.get(tp)
             if partition is None:
                 TopicAdmin(self.manager).ensure_partitions(tp.topic, [tp.partition])
-                log = self.manager.get_log(tp.topic, tp.partition)
+                log = self.manager.log_of(tp)
                 partition = Partition(log, self.broker_id, self.controller, clock=self.clock,
                                       replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
                                       high_watermark=self.manager.checkpointed_high_watermarks.get(tp),

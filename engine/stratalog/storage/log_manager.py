@@ -294,9 +294,13 @@ class LogManager:
             return sorted({tp.topic for tp in self._logs})
 
     def get_log(self, topic: str, partition: int) -> Log:
-        log = self._logs.get(TopicPartition(topic, partition))
+        return self.log_of(TopicPartition(topic, partition))
+
+    def log_of(self, tp: TopicPartition) -> Log:
+        """``get_log`` of a partition named already (every produce and fetch asks: no name made again)."""
+        log = self._logs.get(tp)
         if log is None:
-            raise UnknownTopicOrPartitionError(f"topic-partition {topic}-{partition} does not exist")
+            raise UnknownTopicOrPartitionError(f"topic-partition {tp.topic}-{tp.partition} does not exist")
         return log
 
     def describe_topic(self, topic: str) -> TopicDescription:

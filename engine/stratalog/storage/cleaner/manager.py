@@ -141,7 +141,7 @@ class LogCleaner:
 
     def _clean(self, to_clean: LogToClean, now_ms: int) -> CleanReport | None:
         tp = to_clean.topic_partition
-        log = self.manager.get_log(tp.topic, tp.partition)
+        log = self.manager.log_of(tp)
         status = self.status.setdefault(tp, PartitionCleanerStatus())
         offset_map = new_offset_map(self.map_bytes, self.load_factor, self.hash_function)
         bytes_before = log.size
