@@ -49,6 +49,7 @@ from stratalog.server import params
 from stratalog.server.api_request import ApiRequest
 from stratalog.server.errors import RequestError
 from stratalog.server.region_response import RegionResponse
+from stratalog.server.sendfile import SENDFILE_ABOVE_BYTES
 from stratalog.server.state import ServerState, state_of
 
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -248,15 +249,6 @@ def _decode(fetched: FetchedBatches, offset: int) -> list[dict[str, Any]]:
         out.extend(record_to_dict(r, topic=tp.topic, partition=tp.partition, timestamp_type=TimestampType(
             timestamp_type)) for r in records if r.offset >= offset)
     return out
-
-
-# A binary fetch asking for more than this goes from the segment file to the socket (sendfile); a
-# smaller one is read and sent with its headers in one write. Below it the copy costs less than
-# sendfile's own work: a duplicated descriptor, the cork around the headers, a send of its own.
-# Server CPU per 16 KiB fetch, copied against sent from the file: about 300 against 330 us. As any
-# fetch that is read (JSON, TLS), one whose first batch is larger than it asked for reads that batch
-# whole (Kafka's min_one_message): up to max.message.bytes.
-SENDFILE_ABOVE_BYTES = 64 * 1024
 
 
 def sends_from_file(binary: bool, max_bytes: int, *, tls: bool) -> bool:

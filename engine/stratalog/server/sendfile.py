@@ -23,6 +23,15 @@ from stratalog.broker.fetch import FileRegion
 
 logger = logging.getLogger(__name__)
 
+# A fetch asking for more than this goes from the segment file to the socket (sendfile); a smaller
+# one is read and sent with its headers or frame in one write, on both listeners. Below it the
+# copy costs less than sendfile's own work: a duplicated descriptor, a send of its own for the
+# fields (corked around them on the HTTP listener, or else a segment of their own for the client
+# to wake for). Server CPU per 16 KiB HTTP fetch, copied against sent from the file: about 300
+# against 330 us. As any fetch that is read (JSON, TLS), one whose first batch is larger than it
+# asked for reads that batch whole (Kafka's min_one_message): up to max.message.bytes.
+SENDFILE_ABOVE_BYTES = 64 * 1024
+
 
 async def send_region(transport: asyncio.WriteTransport, region: FileRegion) -> None:
     """Send ``region`` whole, or close the connection and raise ``ConnectionResetError``."""

@@ -24,6 +24,7 @@ from stratalog.server.kafka.codec import Request, error_code, field, isolation_o
 from stratalog.server.kafka.authorization import Verb, refused_topics
 from stratalog.server.kafka import replica_fetch
 from stratalog.server.kafka.context import KafkaContext
+from stratalog.server.sendfile import SENDFILE_ABOVE_BYTES
 
 
 async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
@@ -47,10 +48,12 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
             answers[i] = Diverged(*diverged)
     reads = [i for i in range(len(asked)) if i not in answers]
     wait_ms = max(0, min(millis(body.max_wait), ctx.max_fetch_wait_ms))
-    results = await ctx.broker.fetch_many(
-        [(asked[i][0], asked[i][1].fetch_offset, asked[i][1].partition_max_bytes) for i in reads],
-        wait_ms, body.min_bytes, field(body, "max_bytes", 0x7FFFFFFF), isolation_of(body),
-        zero_copy=request.zero_copy)
+    fetches = [(asked[i][0], asked[i][1].fetch_offset, asked[i][1].partition_max_bytes) for i in reads]
+    max_bytes = field(body, "max_bytes", 0x7FFFFFFF)
+    # A small answer is read and framed with its fields, one write, as the HTTP listener's small fetches.
+    zero_copy = request.zero_copy and min(max_bytes, sum(m for _, _, m in fetches)) > SENDFILE_ABOVE_BYTES
+    results = await ctx.broker.fetch_many(fetches, wait_ms, body.min_bytes, max_bytes, isolation_of(body),
+                                          zero_copy=zero_copy)
     answers.update(zip(reads, results))
     topics: dict[str, list[dict[str, Any]]] = {}
     for i, (tp, _) in enumerate(asked):
