@@ -37,13 +37,14 @@ or ``bench.append_child`` for the appends):
 Service level, over loopback, ``--clients`` concurrent clients (one partition each), each
 closed-loop (one request in flight), all in one asyncio loop of this process: a real Kafka
 broker (KRaft, single node, started as ``tests/kafka_broker.py`` does but with
-``kafka-server-start.sh``'s JVM settings and Kafka's default thread counts) driven with raw
-ProduceRequest v9 / FetchRequest v12 frames carrying the very same pre-built 16 KiB batches
-(kafka-python's protocol classes encode and decode them), against ``stratalog serve`` driven by
-``bench/service.py``'s aiohttp client (raw-batch POST, binary GET). Produce with acks=1 for
-``--service-seconds``, then fetch 16 KiB at a time from offset 0 (starting over at the end) for
-as long; MiB/s and per-request p99 latency. Then the same ``stratalog serve`` is driven over its
-Kafka listener by the very driver and frames Kafka's broker was (the "over the Kafka protocol"
+``kafka-server-start.sh``'s JVM settings and Kafka's default thread counts) driven with
+ProduceRequest v9 / FetchRequest v12 frames carrying the very same pre-built 16 KiB batches,
+against ``stratalog serve`` driven with ``bench/service.py``'s requests (raw-batch POST, binary
+GET), each side twice: by minimal drivers and by library clients (``bench/service_drivers.py``
+says what each does and why both). Produce with acks=1 for ``--service-seconds``, then fetch
+16 KiB at a time from offset 0 (starting over at the end) for as long; MiB/s, per-request p99
+latency and the client's CPU per request. Then the same ``stratalog serve`` is driven over its
+Kafka listener by the very drivers and frames Kafka's broker was (the "over the Kafka protocol"
 rows, whose Kafka column is that broker's same run).
 
 Benchmarks print and record; they never assert on time (they do check that what they read
@@ -62,7 +63,6 @@ import resource
 import shutil
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -74,6 +74,13 @@ from pathlib import Path
 from typing import Any
 
 from . import machine
+from .service_drivers import (
+    DRIVERS,
+    Load,
+    create_stratalog_topic,
+    kafka_service,
+    stratalog_service,
+)
 from .service import kafka_address, start_server, until_ready
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, Stopwatch, build_pool, read_raw, write_small_segments
 
@@ -488,237 +495,14 @@ def compaction(work: Path, args: argparse.Namespace, harness: KafkaHarness, figu
 
 # -- service level --------------------------------------------------------------------------------------
 #
-# Both drivers are closed loops (one request in flight per client) in one asyncio loop of this process,
-# sending the same pre-built batches. The stratalog one issues exactly bench/service.py's requests (raw-batch
-# POST, binary GET with X-Next-Offset); it is carried here so that this comparison does not depend on that
-# module's internals.
-
-RECORD_BATCH = "application/vnd.kafka.record-batch"
-
-
-@dataclass
-class Load:
-    """One closed-loop operation: requests, bytes and records moved, latencies, and CPU on both ends."""
-
-    side: str
-    operation: str
-    requests: int
-    seconds: float
-    bytes: int
-    records: int
-    p50_ms: float
-    p99_ms: float
-    server_cpu_s: float
-    client_cpu_s: float
-
-    @property
-    def mib_per_second(self) -> float:
-        return self.bytes / MIB / self.seconds
-
-
-def _process_cpu_seconds(pid: int) -> float:
-    """user + system CPU seconds of process ``pid`` so far (fields 14 and 15 of /proc/PID/stat)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return float("nan")
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _self_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-# one request: partition, per-client state -> (bytes, records); the state carries e.g. the fetch offset
-Request = Callable[[int, dict[str, Any]], Any]
-
-
-async def closed_loop(side: str, operation: str, clients: int, seconds: float, request: Request,
-                      server_pid: int) -> Load:
-    stop = asyncio.Event()
-    samples: list[list[tuple[float, int, int]]] = [[] for _ in range(clients)]
-
-    async def client(partition: int) -> None:
-        state: dict[str, Any] = {"i": partition, "offset": 0}
-        out = samples[partition]
-        clock = time.perf_counter
-        while not stop.is_set():
-            started = clock()
-            nbytes, records = await request(partition, state)
-            out.append((clock() - started, nbytes, records))
-
-    server0, client0 = _process_cpu_seconds(server_pid), _self_cpu_seconds()
-    started = time.perf_counter()
-    tasks = [asyncio.create_task(client(p)) for p in range(clients)]
-    await asyncio.sleep(seconds)
-    stop.set()
-    await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - started
-    server_cpu, client_cpu = _process_cpu_seconds(server_pid) - server0, _self_cpu_seconds() - client0
-    flat = [x for per_client in samples for x in per_client]
-    latencies = sorted(x[0] for x in flat)
-    p50 = statistics.median(latencies) if latencies else 0.0
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0.0
-    return Load(side, operation, len(flat), elapsed, sum(x[1] for x in flat), sum(x[2] for x in flat), p50 * 1000,
-                p99 * 1000, server_cpu, client_cpu)
-
-
-def _next_offset(data: bytes, offset: int) -> tuple[int, int]:
-    """(bytes of complete batches, the offset after the last complete batch) in fetched ``data``."""
-    pos = last = 0
-    n = len(data)
-    while pos + 61 <= n:
-        size = int.from_bytes(data[pos + 8: pos + 12], "big") + 12
-        if pos + size > n:
-            break
-        last = int.from_bytes(data[pos: pos + 8], "big") + int.from_bytes(data[pos + 23: pos + 27], "big")
-        pos += size
-    return pos, (last + 1 if pos else offset)
-
-
-class KafkaWire:
-    """One connection to a broker speaking Kafka's protocol, one request in flight (a closed loop)."""
-
-    PRODUCE_VERSION = 9  # topic names (13 switched to topic ids); flexible since 9
-    FETCH_VERSION = 12  # topic names (13 switched to topic ids); flexible since 12
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.correlation = 0
-
-    @classmethod
-    async def connect(cls, host: str, port: int) -> KafkaWire:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer)
-
-    async def call(self, request: Any, response_class: Any, version: int) -> Any:
-        self.correlation += 1
-        request.with_header(correlation_id=self.correlation, client_id="stratalog-bench")
-        self.writer.write(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", await self.reader.readexactly(4))[0]
-        payload = await self.reader.readexactly(size)
-        return response_class.decode(payload, version=version, header=True)
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-async def kafka_service(bootstrap: str, pid: int, topic: str, clients: int, seconds: float, fetch_bytes: int,
-                        pool: list[bytes]) -> list[Load]:
-    """Produce then fetch against a broker with raw Produce v9 / Fetch v12 frames carrying ``pool``'s batches."""
-    from kafka.protocol.consumer import FetchRequest, FetchResponse  # type: ignore[import-untyped]
-    from kafka.protocol.producer import ProduceRequest, ProduceResponse  # type: ignore[import-untyped]
-
-    host, port = bootstrap.rsplit(":", 1)
-    conns = [await KafkaWire.connect(host, int(port)) for _ in range(clients)]
-    Topic = ProduceRequest.TopicProduceData
-    Partition = Topic.PartitionProduceData
-    FetchTopic = FetchRequest.FetchTopic
-    FetchPartition = FetchTopic.FetchPartition
-
-    async def produce_one(partition: int, batch: bytes) -> int:
-        request = ProduceRequest(transactional_id=None, acks=1, timeout_ms=30_000, version=KafkaWire.PRODUCE_VERSION,
-                                 topic_data=[Topic(name=topic, partition_data=[Partition(index=partition,
-                                                                                         records=batch)])])
-        response = await conns[partition].call(request, ProduceResponse, KafkaWire.PRODUCE_VERSION)
-        return int(response.responses[0].partition_responses[0].error_code)
-
-    async def produce(partition: int, state: dict[str, Any]) -> tuple[int, int]:
-        batch = pool[state["i"] % len(pool)]
-        state["i"] += 1
-        error = await produce_one(partition, batch)
-        if error:
-            raise RuntimeError(f"produce to {topic}-{partition}: error code {error}")
-        return len(batch), RECORDS_PER_BATCH
-
-    async def fetch(partition: int, state: dict[str, Any]) -> tuple[int, int]:
-        offset = state["offset"]
-        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=fetch_bytes, isolation_level=0,
-                               session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
-                               version=KafkaWire.FETCH_VERSION,
-                               topics=[FetchTopic(topic=topic, partitions=[FetchPartition(
-                                   partition=partition, current_leader_epoch=-1, fetch_offset=offset,
-                                   last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=fetch_bytes)])])
-        response = await conns[partition].call(request, FetchResponse, KafkaWire.FETCH_VERSION)
-        data = response.responses[0].partitions[0]
-        if data.error_code:
-            raise RuntimeError(f"fetch {topic}-{partition} at {offset}: error code {data.error_code}")
-        nbytes, following = _next_offset(bytes(data.records or b""), offset)
-        state["offset"] = following if following < data.high_watermark else 0
-        return nbytes, following - offset
-
-    try:
-        for partition in range(clients):  # until each partition takes a produce: its leader may still be starting
-            deadline = time.monotonic() + 60
-            while (error := await produce_one(partition, pool[0])) != 0:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{topic}-{partition} still refuses produce requests (error code {error})")
-                await asyncio.sleep(0.2)
-        return [await closed_loop("kafka", "produce", clients, seconds, produce, pid),
-                await closed_loop("kafka", "fetch", clients, seconds, fetch, pid)]
-    finally:
-        for conn in conns:
-            conn.close()
-
+# The drivers (closed loops in one asyncio loop of this process, minimal and library) are
+# bench/service_drivers.py's.
 
 def start_stratalog_serve(directory: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     """``stratalog serve`` on free loopback ports, no periodic tasks, as bench/service.py starts it, with its
     Kafka listener: (process, API URL, Kafka address)."""
     process, url = start_server(directory, log_path, env=_clean_env(), extra=("--kafka-listen", "127.0.0.1:0"))
     return process, url, kafka_address(process, log_path)
-
-
-async def create_stratalog_topic(base: str, topic: str, partitions: int) -> None:
-    import aiohttp
-
-    async with aiohttp.ClientSession(base) as session:
-        async with session.post("/v1/topics", json={"name": topic, "partitions": partitions}) as reply:
-            if reply.status != 201:
-                raise RuntimeError(f"creating {topic}: {reply.status} {await reply.text()}")
-
-
-async def stratalog_service(base: str, pid: int, topic: str, clients: int, seconds: float, fetch_bytes: int,
-                            pool: list[bytes]) -> list[Load]:
-    """Produce then fetch against ``stratalog serve`` with bench/service.py's requests."""
-    import aiohttp
-
-    # The clients' connections carry the data route only, as the Kafka driver's carry Produce and Fetch only:
-    # the readiness wait and the topic's creation go on a session of their own (a connection that began with
-    # another route is aiohttp's for good, server/direct).
-    async with aiohttp.ClientSession(base) as setup:
-        await until_ready(setup, base)
-    await create_stratalog_topic(base, topic, clients)
-    connector = aiohttp.TCPConnector(limit=clients * 2)
-    async with aiohttp.ClientSession(base, connector=connector) as session:
-        headers = {"Content-Type": RECORD_BATCH}
-
-        async def produce(partition: int, state: dict[str, Any]) -> tuple[int, int]:
-            batch = pool[state["i"] % len(pool)]
-            state["i"] += 1
-            async with session.post(f"/v1/topics/{topic}/partitions/{partition}/records", data=batch,
-                                    headers=headers, params={"acks": "1"}) as reply:
-                body = await reply.json()
-                if reply.status != 200:
-                    raise RuntimeError(f"produce to {topic}-{partition}: {reply.status} {body}")
-            return len(batch), body["recordCount"]
-
-        async def fetch(partition: int, state: dict[str, Any]) -> tuple[int, int]:
-            offset = state["offset"]
-            async with session.get(f"/v1/topics/{topic}/partitions/{partition}/records",
-                                   params={"offset": offset, "maxBytes": fetch_bytes},
-                                   headers={"Accept": RECORD_BATCH}) as reply:
-                data = await reply.read()
-                if reply.status != 200:
-                    raise RuntimeError(f"fetch {topic}-{partition} at {offset}: {reply.status} {data[:200]!r}")
-                following = int(reply.headers["X-Next-Offset"])
-                high = int(reply.headers["X-High-Watermark"])
-            state["offset"] = following if following < high else 0
-            return len(data), max(following - offset, 0)
-
-        return [await closed_loop("stratalog", "produce", clients, seconds, produce, pid),
-                await closed_loop("stratalog", "fetch", clients, seconds, fetch, pid)]
 
 
 def kafka_python_clients(bootstrap: str, topic: str, partitions: int, seconds: float) -> dict[str, Any]:
@@ -792,13 +576,18 @@ def service(work: Path, args: argparse.Namespace, libs: Path, figures: FigureSet
     warmup_seconds = max(2.0, args.service_seconds / 2)
     runs: dict[str, list[dict[str, Any]]] = {"kafka": [], "stratalog": []}
     details["service"] = runs
+    seconds, clients = args.service_seconds, args.clients
     for rep in range(args.repeats):
+        # Which driver set runs first alternates: the first run of a fresh server is its least warm
+        # (Kafka's JIT) and its log the smallest.
+        order = DRIVERS if rep % 2 == 0 else DRIVERS[::-1]
         for side in ("kafka", "stratalog"):
             base = work / f"{side}-service"
             shutil.rmtree(base, ignore_errors=True)
             base.mkdir(parents=True)
-            progress(f"[{rep + 1}/{args.repeats}] {side}: service, {args.clients} clients, produce then fetch, "
-                     f"{args.service_seconds:g} s each")
+            progress(f"[{rep + 1}/{args.repeats}] {side}: service, {clients} clients, produce then fetch, "
+                     f"{seconds:g} s each, {' then '.join(order)} drivers")
+            loads: dict[str, list[Load]] = {}   # "http"/"wire" + driver -> [produce, fetch]
             informative = None
             if side == "kafka":
                 broker = broker_class(toolchain, base)
@@ -807,32 +596,40 @@ def service(work: Path, args: argparse.Namespace, libs: Path, figures: FigureSet
                     assert broker.process is not None
                     pid = broker.process.pid
                     # the broker's JIT warms up on a topic of its own first, as a running broker's would be
-                    broker.create_topic("warmup", {}, partitions=args.clients)
-                    asyncio.run(kafka_service(broker.bootstrap, pid, "warmup", args.clients, warmup_seconds,
+                    broker.create_topic("warmup", {}, partitions=clients)
+                    asyncio.run(kafka_service(side, broker.bootstrap, pid, "warmup", clients, warmup_seconds,
                                               SERVICE_FETCH_BYTES, pool))
-                    broker.create_topic(TOPIC, {}, partitions=args.clients)
-                    produce, fetch = asyncio.run(kafka_service(broker.bootstrap, pid, TOPIC, args.clients,
-                                                               args.service_seconds, SERVICE_FETCH_BYTES, pool))
+                    for driver in order:
+                        broker.create_topic(f"{TOPIC}-{driver}", {}, partitions=clients)
+                        loads[driver] = asyncio.run(kafka_service(side, broker.bootstrap, pid, f"{TOPIC}-{driver}",
+                                                                  clients, seconds, SERVICE_FETCH_BYTES, pool,
+                                                                  driver))
                     progress(f"[{rep + 1}/{args.repeats}] kafka: informative, kafka-python KafkaProducer / "
-                             f"KafkaConsumer, {args.service_seconds:g} s each")
-                    broker.create_topic("records", {}, partitions=args.clients)
-                    informative = kafka_python_clients(broker.bootstrap, "records", args.clients,
-                                                       args.service_seconds)
+                             f"KafkaConsumer, {seconds:g} s each")
+                    broker.create_topic("records", {}, partitions=clients)
+                    informative = kafka_python_clients(broker.bootstrap, "records", clients, seconds)
                 finally:
                     broker.close()
                 figures["kp_produce_mib"].add(side, informative["produce_mib_s"])
                 figures["kp_produce_p99"].add(side, informative["produce_p99_ms"])
                 figures["kp_fetch_mib"].add(side, informative["fetch_mib_s"])
+                # Over the Kafka protocol both sides answer the very same requests: Kafka's run is its own row's.
+                for driver in DRIVERS:
+                    loads[f"wire-{driver}"] = loads[driver]
             else:
                 process, url, kafka_address = start_stratalog_serve(base / "data", base / "serve.log")
                 try:
-                    produce, fetch = asyncio.run(stratalog_service(url, process.pid, TOPIC, args.clients,
-                                                                   args.service_seconds, SERVICE_FETCH_BYTES, pool))
+                    for driver in order:
+                        loads[driver] = asyncio.run(stratalog_service(url, process.pid, f"{TOPIC}-{driver}", clients,
+                                                                      seconds, SERVICE_FETCH_BYTES, pool, driver))
                     progress(f"[{rep + 1}/{args.repeats}] stratalog: service over its Kafka listener, Kafka's "
-                             f"driver, {args.service_seconds:g} s each")
-                    asyncio.run(create_stratalog_topic(url, f"{TOPIC}-wire", args.clients))
-                    wire = asyncio.run(kafka_service(kafka_address, process.pid, f"{TOPIC}-wire", args.clients,
-                                                     args.service_seconds, SERVICE_FETCH_BYTES, pool))
+                             f"drivers, {seconds:g} s each")
+                    for driver in order:
+                        topic = f"{TOPIC}-wire-{driver}"
+                        asyncio.run(create_stratalog_topic(url, topic, clients))
+                        loads[f"wire-{driver}"] = asyncio.run(kafka_service(
+                            side, kafka_address, process.pid, topic, clients, seconds, SERVICE_FETCH_BYTES, pool,
+                            driver))
                 finally:
                     process.send_signal(signal.SIGTERM)
                     try:
@@ -840,26 +637,20 @@ def service(work: Path, args: argparse.Namespace, libs: Path, figures: FigureSet
                     except subprocess.TimeoutExpired:
                         process.kill()
                         process.wait()
-            for load in (produce, fetch):
-                if load.requests == 0 or load.bytes == 0:
-                    raise RuntimeError(f"{side} {load.operation}: nothing moved in {load.seconds:.1f} s")
-            figures["produce_mib"].add(side, produce.mib_per_second, produce.server_cpu_s)
-            figures["produce_p99"].add(side, produce.p99_ms)
-            figures["fetch_mib"].add(side, fetch.mib_per_second, fetch.server_cpu_s)
-            figures["fetch_p99"].add(side, fetch.p99_ms)
-            figures["produce_client_cpu"].add(side, produce.client_cpu_s)
-            figures["fetch_client_cpu"].add(side, fetch.client_cpu_s)
-            # Over the Kafka protocol both sides answer the very same requests: Kafka's run is its own row's.
-            wire_produce, wire_fetch = (produce, fetch) if side == "kafka" else wire
-            figures["wire_produce_mib"].add(side, wire_produce.mib_per_second, wire_produce.server_cpu_s)
-            figures["wire_produce_p99"].add(side, wire_produce.p99_ms)
-            figures["wire_fetch_mib"].add(side, wire_fetch.mib_per_second, wire_fetch.server_cpu_s)
-            figures["wire_fetch_p99"].add(side, wire_fetch.p99_ms)
-            runs[side].append({"produce": asdict(produce), "fetch": asdict(fetch), "kafka_python": informative,
-                               "loadavg": machine.load_average(),
-                               **({"wire_produce": asdict(wire[0]), "wire_fetch": asdict(wire[1])}
-                                  if side == "stratalog" else {})})
+            for key, (produce, fetch) in loads.items():
+                prefix = SERVICE_ROWS[key]
+                for name, load in (("produce", produce), ("fetch", fetch)):
+                    figures[f"{prefix}{name}_mib"].add(side, load.mib_per_second, load.server_cpu_s)
+                    figures[f"{prefix}{name}_p99"].add(side, load.p99_ms)
+                    figures[f"{prefix}{name}_client_us"].add(side, load.client_us_per_request)
+            runs[side].append({**{f"{key}_{load.operation}": asdict(load) for key, pair in loads.items()
+                                  for load in pair},
+                               "kafka_python": informative, "loadavg": machine.load_average()})
             shutil.rmtree(base, ignore_errors=True)
+
+
+# the figures' names of each driver's runs: HTTP (Kafka's own for its side) and stratalog's Kafka listener
+SERVICE_ROWS = {"minimal": "", "library": "lib_", "wire-minimal": "wire_", "wire-library": "lib_wire_"}
 
 
 # -- the run ----------------------------------------------------------------------------------------------
@@ -884,18 +675,17 @@ def define_figures(args: argparse.Namespace, ceilings: machine.Ceilings) -> Figu
         figures.define(f"compact_{record_bytes}_rec", f"compaction, {name} records", "rec/s", True, dd_r * MIB /
                        (record_bytes + 0.0), "dd read / record")
     clients = f"{args.clients} clients"
-    figures.define("produce_mib", f"service produce, acks=1, 16 KiB batches, {clients}", "MiB/s", True)
-    figures.define("produce_p99", "service produce, p99 latency per request", "ms", False)
-    figures.define("fetch_mib", f"service fetch, 16 KiB fetches, {clients}", "MiB/s", True)
-    figures.define("fetch_p99", "service fetch, p99 latency per request", "ms", False)
-    figures.define("wire_produce_mib", f"service produce over the Kafka protocol, acks=1, 16 KiB batches, {clients}",
-                   "MiB/s", True)
-    figures.define("wire_produce_p99", "service produce over the Kafka protocol, p99 latency per request", "ms", False)
-    figures.define("wire_fetch_mib", f"service fetch over the Kafka protocol, 16 KiB fetches, {clients}", "MiB/s",
-                   True)
-    figures.define("wire_fetch_p99", "service fetch over the Kafka protocol, p99 latency per request", "ms", False)
-    figures.define("produce_client_cpu", "service produce: client CPU (this process)", "CPU s", False)
-    figures.define("fetch_client_cpu", "service fetch: client CPU (this process)", "CPU s", False)
+    for prefix, how in (("", ""), ("wire_", " over the Kafka protocol"), ("lib_", ", library clients"),
+                        ("lib_wire_", " over the Kafka protocol, library clients")):
+        figures.define(f"{prefix}produce_mib", f"service produce{how}, acks=1, 16 KiB batches, {clients}", "MiB/s",
+                       True)
+        figures.define(f"{prefix}produce_p99", f"service produce{how}, p99 latency per request", "ms", False)
+        figures.define(f"{prefix}fetch_mib", f"service fetch{how}, 16 KiB fetches, {clients}", "MiB/s", True)
+        figures.define(f"{prefix}fetch_p99", f"service fetch{how}, p99 latency per request", "ms", False)
+        figures.define(f"{prefix}produce_client_us", f"service produce{how}: client CPU per request (this process)",
+                       "µs", False)
+        figures.define(f"{prefix}fetch_client_us", f"service fetch{how}: client CPU per request (this process)", "µs",
+                       False)
     figures.define("kp_produce_mib", "informative: kafka-python KafkaProducer(batch_size=16384, linger_ms=5, acks=1), "
                    "1 KiB records", "MiB/s", True)
     figures.define("kp_produce_p99", "informative: KafkaProducer p99 latency per record (send to ack)", "ms", False)
@@ -1089,8 +879,7 @@ def markdown(result: dict[str, Any]) -> str:
                 else:
                     amounts.append(None)
             per = [f"{_num(a)} {f['unit'].split('/')[0]}" if a else "–" for a in amounts]
-        label = (f"{f['label']}: server process"
-                 if f["key"] in ("produce_mib", "fetch_mib", "wire_produce_mib", "wire_fetch_mib") else f["label"])
+        label = f"{f['label']}: server process" if _service_run(f["key"]) else f["label"]
         per_gib = [_cpu_per_gib(result, f, side) for side in ("kafka", "stratalog")]
         lines.append(f"| {label} | {kc:.2f} | {sc:.2f} | {per[0]} | {per[1]} | "
                      + " | ".join(f"{g:.2f}" if g is not None else "–" for g in per_gib) + " |")
@@ -1157,15 +946,22 @@ def _walls(result: dict[str, Any], key: str, side: str) -> list[float]:
         return [r["append"]["seconds"] for r in d["append_open_read"][side]]
     if key == "read_mib" and "append_open_read" in d:
         return [r["read"]["seconds"] for r in d["append_open_read"][side]]
-    if key in ("produce_mib", "fetch_mib") and "service" in d:
-        return [r[key.split("_")[0]]["seconds"] for r in d["service"][side]]
-    if key in ("wire_produce_mib", "wire_fetch_mib") and "service" in d:
-        operation = key.split("_")[1]
-        return [r.get(f"wire_{operation}", r[operation])["seconds"] for r in d["service"][side]]
+    run = _service_run(key)
+    if run is not None and "service" in d:
+        return [r[run]["seconds"] for r in d["service"][side]]
     if key.startswith("compact_"):
         phase = d.get(f"compaction_{key.split('_')[1]}")
         return [r["seconds"] for r in phase[side]] if phase else []
     return []
+
+
+def _service_run(key: str) -> str | None:
+    """The service runs' name (``minimal_produce``, ``wire-library_fetch``, ...) of a throughput figure's key."""
+    for prefix, driver in sorted(((p, d) for d, p in SERVICE_ROWS.items()), key=lambda pd: -len(pd[0])):
+        for operation in ("produce", "fetch"):
+            if key == f"{prefix}{operation}_mib":
+                return f"{driver}_{operation}"
+    return None
 
 
 def caveats(result: dict[str, Any]) -> list[str]:
@@ -1220,26 +1016,33 @@ def caveats(result: dict[str, Any]) -> list[str]:
         f"run's stratalog ran the {result['machine'].get('record_kernel', 'python')} kernel.",
         *_cleaner_memory(d),
         f"Service: {p['clients']} closed-loop clients on {p['clients']} partitions in one asyncio loop of the "
-        "benchmark process, so the client competes with the server for the 2 cores on both sides. Kafka is "
-        "driven with raw Produce v9 / Fetch v12 requests carrying the pre-built 16,589-byte batches (the "
-        "HTTP side posts the very same bytes), rather than kafka-python's KafkaProducer: that producer builds "
-        "batches record by record in Python and would measure the client, not the broker. kafka-python's "
-        "protocol classes encode and decode the frames (pure Python, in the client's time). Latency is "
-        "per request, client side, including the client's own encode/decode. Before each measured Kafka run "
-        "the broker serves the same produce + fetch loop on a warm-up topic for half as long (JIT warm-up); "
-        "stratalog serve is measured from its start. The rows \"over the Kafka protocol\" drive stratalog "
-        "serve's Kafka listener (plaintext, files sent by sendfile) with the very driver and frames that Kafka's "
-        "broker got, right after its HTTP run in the same process, on a topic of their own; their Kafka column "
-        "is the same Kafka run as the HTTP rows'. The stratalog driver issues bench/service.py's requests "
-        "(raw-batch POST with acks=1, binary GET with maxBytes, next offset from X-Next-Offset) from its own "
-        "copy in compare.py. A binary HTTP fetch asking for at most 64 KiB, as these 16 KiB ones do, is read "
+        "benchmark process, so the client competes with the server for the 2 cores on both sides. Each side "
+        "is driven twice with the same pre-built 16,589-byte batches (bench/service_drivers.py): by minimal "
+        "drivers that build each request and read each answer for what the benchmark checks and no more "
+        "(bench/kafka_wire.py's Produce v9 / Fetch v12 frames by struct; bench/http_wire.py's HTTP/1.1 "
+        "frames), then by library clients (kafka-python's protocol classes for Kafka's frames; aiohttp's "
+        "ClientSession for HTTP), each on a topic of its own. Why both: stratalog serve answers on one event "
+        "loop, under one core, while Kafka's broker has network and I/O threads and takes whatever CPU the "
+        "client leaves, so the lighter the client the better Kafka's broker does against stratalog; the "
+        "minimal drivers leave the servers the most, the library clients are what most Python programs "
+        "run. The client CPU per request rows show what each driver took. Latency is per request, client "
+        "side, including the client's own encode/decode. Before each measured Kafka run the broker serves "
+        "the same produce + fetch loop on a warm-up topic for half as long (JIT warm-up); stratalog serve is "
+        "measured from its start. Which driver set runs first alternates from one repetition to the next. The rows \"over the Kafka protocol\" drive "
+        "stratalog serve's Kafka listener (plaintext, files sent by sendfile) with the very drivers and frames "
+        "that Kafka's broker got, after its HTTP runs in the same process; their Kafka column is the same "
+        "Kafka run as the HTTP rows'. The stratalog drivers issue bench/service.py's requests (raw-batch POST "
+        "with acks=1, binary GET with maxBytes), every fetched body's whole batches held against its "
+        "X-Next-Offset; a produce counts its batch's 16 records once its answer says it is in, as the Kafka "
+        "drivers do. A binary HTTP fetch asking for at most 64 KiB, as these 16 KiB ones do, is read "
         "and written with its headers (server/records.py, sends_from_file), where Kafka's broker and "
-        "stratalog's Kafka listener send the file's bytes by sendfile. Server CPU (second table) is the broker JVM's or the stratalog serve process's "
-        "CPU time over each operation, client CPU this benchmark process's. The informative kafka-python "
-        "KafkaProducer / KafkaConsumer rows (1 KiB records through the client's own batching, 8 partitions "
-        "round-robin) show what that client reaches on this machine; the producer is open loop (send as "
-        "fast as possible), so once its 32 MiB buffer is full its per-record latency is mostly queueing in "
-        "the client. There is no record-level stratalog client to pair them with.",
+        "stratalog's Kafka listener send the file's bytes by sendfile. Server CPU (second table) is the broker "
+        "JVM's or the stratalog serve process's CPU time over each operation, client CPU this benchmark "
+        "process's. The informative kafka-python KafkaProducer / KafkaConsumer rows (1 KiB records through the "
+        "client's own batching, 8 partitions round-robin) show what that client reaches on this machine; the "
+        "producer is open loop (send as fast as possible), so once its 32 MiB buffer is full its per-record "
+        "latency is mostly queueing in the client. There is no record-level stratalog client to pair them "
+        "with.",
     ]
     over = [f"{f['label']} ({side}: {_num(max(f[side]))} > {_num(f['ceiling'])} {f['unit']})"
             for f in result["figures"] if f["ceiling"] and f["higher_is_better"]

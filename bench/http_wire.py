@@ -1,14 +1,13 @@
-"""A minimal HTTP/1.1 client for the benchmarks that compare ``stratalog serve`` with itself.
+"""A minimal HTTP/1.1 client: the benchmarks' driver of ``stratalog serve``'s HTTP API.
 
-bench/replication.py's producer and bench/service.py's API side: it writes the request line and
-headers, reads the status line and headers, reads the body by its Content-Length, and decodes a
-JSON answer -- what any client must do, and nothing more. On this machine the load generator
-shares two cores with what it measures: aiohttp's ClientSession spent about 350 µs of CPU per
-produce in bench.replication, as much as a third of the leader's, and took that from the engines
-(Kafka's side of that benchmark is Kafka's Java producer). bench/compare.py, which sets
-``stratalog serve`` against Kafka's broker, keeps its aiohttp driver: against Kafka's raw-frame
-driver (kafka-python's protocol classes) it is the heavier one for produce and about even for
-fetch, where this one would be much the lighter.
+bench/replication.py's producer, bench/service.py's API side and bench/compare.py's HTTP rows
+with minimal drivers: it writes the request line and headers, reads the status line and headers,
+reads the body by its Content-Length, and decodes a JSON answer where asked -- what any client
+must do, and nothing more, as ``bench/kafka_wire.py`` does with Kafka's frames. On this machine
+the load generator shares two cores with what it measures: aiohttp's ClientSession spent about
+350 µs of CPU per produce in bench.replication, as much as a third of the leader's, and in
+bench.compare about 110 µs a 16 KiB produce, a whole core of its own (bench.compare's rows with
+library clients keep it, beside Kafka driven with kafka-python's protocol classes).
 
 It speaks what ``stratalog serve`` answers on the routes the benchmarks use: bodies with a
 Content-Length, plaintext. Anything else (a chunked body, a closed connection) is an error that
