@@ -331,11 +331,13 @@ def fetch_at(server: Server, offset: int, *, current_leader_epoch: int = -1, las
     return response.responses[0].partitions[0]
 
 
-def test_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor_open(server: Server):
+def test_fetches_answer_whole_batches_from_the_file_or_read_below_64_kib_and_keep_no_descriptor_open(
+        server: Server):
     from stratalog.records import iter_batch_infos
+    from stratalog.server.sendfile import SENDFILE_ABOVE_BYTES
 
     for i in range(12):
-        batch = kafka_batch([(b"k", b"%02d-" % i + b"x" * 1000) for _ in range(3)])
+        batch = kafka_batch([(b"k", b"%02d-" % i + b"x" * 8000) for _ in range(3)])
         assert server.post("/v1/topics/sendfile/partitions/0/records", data=batch,
                            headers={"Content-Type": RECORD_BATCH}).status_code == 200
     # Taken before any fetch: an answer's descriptor is closed just after its last byte went, so a look
@@ -344,6 +346,8 @@ def test_fetches_send_whole_batches_from_the_segment_file_and_keep_no_descriptor
     stored = http_batches(server, "sendfile", 0)
     ends = [b.position + b.size for b in iter_batch_infos(stored)]
     assert len(ends) == 12
+    # Limits on both sides of the size above which an answer goes from the file by sendfile.
+    assert 10 < ends[1] + 5 <= SENDFILE_ABOVE_BYTES < ends[4] + 100 < 1 << 20
     for _ in range(3):
         # Cut inside a batch: the whole batches before the cut; below one batch: that one batch whole.
         for offset, limit in ((0, 1 << 20), (0, ends[4] + 100), (0, 10), (9, ends[1] + 5)):

@@ -151,3 +151,16 @@ def test_only_a_large_binary_fetch_on_a_plaintext_connection_is_sent_from_the_fi
     assert not sends_from_file(True, SENDFILE_ABOVE_BYTES, tls=False)   # small: read and sent with its headers
     assert not sends_from_file(True, 1 << 20, tls=True)                 # TLS encrypts the bytes in memory
     assert not sends_from_file(False, 1 << 20, tls=False)               # JSON is made from the records
+
+
+def test_a_kafka_fetch_is_sent_from_the_files_only_where_its_answer_may_pass_the_same_size():
+    from stratalog.server.kafka.fetch import sends_from_file as kafka_sends_from_file
+
+    big = SENDFILE_ABOVE_BYTES + 1
+    assert kafka_sends_from_file(1 << 20, [1 << 20])                        # a Kafka client's defaults
+    assert kafka_sends_from_file(big, [big // 2, big // 2 + 1])             # partitions' limits add up
+    assert not kafka_sends_from_file(1 << 20, [SENDFILE_ABOVE_BYTES])       # small: read, framed, one write
+    assert not kafka_sends_from_file(SENDFILE_ABOVE_BYTES, [1 << 20])       # the request's own bound
+    assert not kafka_sends_from_file(1 << 20, [])                           # nothing asked
+    # A partition's negative limit reads nothing and does not lower the bound for the others.
+    assert kafka_sends_from_file(1 << 20, [10 << 20, -(10 << 20) + 1])

@@ -1,7 +1,11 @@
 """Fetch for consumers: whole batches as the segment files hold them, up to the high watermark.
 
-Where the connection allows it (no TLS), the batches stay in the files: the answer carries file
-regions, which the listener sends with ``sendfile`` as Kafka's ``transferTo`` does.
+Where the connection allows it (no TLS) and the answer may pass ``SENDFILE_ABOVE_BYTES`` (64
+KiB: Kafka's clients ask a partition for 1 MiB by default), the batches stay in the files: the
+answer carries file regions, which the listener sends with ``sendfile`` as Kafka's
+``transferTo`` does. A smaller answer is read and framed with its fields, one write: below that
+size the copy costs less than sendfile's own work, and the client reads one segment, not the
+fields' and then the records'.
 
 Partitions are read in the request's order within its ``max_bytes`` (the first batch always,
 as Kafka's minOneMessage), and the request waits up to ``max_wait_ms`` (bounded by the
@@ -50,8 +54,7 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
     wait_ms = max(0, min(millis(body.max_wait), ctx.max_fetch_wait_ms))
     fetches = [(asked[i][0], asked[i][1].fetch_offset, asked[i][1].partition_max_bytes) for i in reads]
     max_bytes = field(body, "max_bytes", 0x7FFFFFFF)
-    # A small answer is read and framed with its fields, one write, as the HTTP listener's small fetches.
-    zero_copy = request.zero_copy and min(max_bytes, sum(m for _, _, m in fetches)) > SENDFILE_ABOVE_BYTES
+    zero_copy = request.zero_copy and sends_from_file(max_bytes, [m for _, _, m in fetches])
     results = await ctx.broker.fetch_many(fetches, wait_ms, body.min_bytes, max_bytes, isolation_of(body),
                                           zero_copy=zero_copy)
     answers.update(zip(reads, results))
@@ -60,6 +63,13 @@ async def handle(ctx: KafkaContext, request: Request) -> dict[str, Any]:
         topics.setdefault(tp.topic, []).append(_partition(tp.partition, answers[i]))
     return {"throttle_time": 0, "error_code": 0, "session_id": 0,
             "responses": [{"topic": name, "partitions": parts} for name, parts in topics.items()]}
+
+
+def sends_from_file(max_bytes: int, partition_max_bytes: list[int]) -> bool:
+    """Whether a plaintext answer's batches go from the files by sendfile: only where it may pass
+    ``SENDFILE_ABOVE_BYTES`` (a partition's negative limit reads nothing, so it does not lower the
+    bound for the others)."""
+    return min(max_bytes, sum(max(m, 0) for m in partition_max_bytes)) > SENDFILE_ABOVE_BYTES
 
 
 @dataclass(frozen=True)
