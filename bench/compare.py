@@ -81,7 +81,7 @@ from .service_drivers import (
     kafka_service,
     stratalog_service,
 )
-from .service import kafka_address, start_server, until_ready
+from .service import kafka_address, start_server
 from .workload import MIB, RECORDS_PER_BATCH, TOPIC, Stopwatch, build_pool, read_raw, write_small_segments
 
 REPO = Path(__file__).resolve().parent.parent
@@ -587,7 +587,7 @@ def service(work: Path, args: argparse.Namespace, libs: Path, figures: FigureSet
             base.mkdir(parents=True)
             progress(f"[{rep + 1}/{args.repeats}] {side}: service, {clients} clients, produce then fetch, "
                      f"{seconds:g} s each, {' then '.join(order)} drivers")
-            loads: dict[str, list[Load]] = {}   # "http"/"wire" + driver -> [produce, fetch]
+            loads: dict[str, list[Load]] = {}   # SERVICE_ROWS' keys -> [produce, fetch]
             informative = None
             if side == "kafka":
                 broker = broker_class(toolchain, base)
@@ -804,6 +804,8 @@ def _verdict(f: dict[str, Any]) -> str:
     factor = ratio if ratio >= 1 else 1 / ratio
     if abs(factor - 1) < 0.05:
         return "≈ same"
+    if f["key"].endswith("_client_us"):   # what the client spent: the driver's weight, not the server's speed
+        return f"stratalog's driver {factor:.1f}× {'less' if better else 'more'} CPU"
     if f["unit"] == "CPU s":
         return f"stratalog {factor:.1f}× {'less' if better else 'more'} CPU"
     return f"stratalog {factor:.1f}× {'faster' if better else 'slower'}"
@@ -948,7 +950,10 @@ def _walls(result: dict[str, Any], key: str, side: str) -> list[float]:
         return [r["read"]["seconds"] for r in d["append_open_read"][side]]
     run = _service_run(key)
     if run is not None and "service" in d:
-        return [r[run]["seconds"] for r in d["service"][side]]
+        # A JSON from before the two driver sets (``--render``) names its runs produce / fetch / wire_*.
+        legacy = run.replace("minimal_", "").replace("wire-", "wire_")
+        return [(r.get(run) or r.get(legacy) or r[legacy.replace("wire_", "")])["seconds"]
+                for r in d["service"][side]]
     if key.startswith("compact_"):
         phase = d.get(f"compaction_{key.split('_')[1]}")
         return [r["seconds"] for r in phase[side]] if phase else []
@@ -1026,17 +1031,20 @@ def caveats(result: dict[str, Any]) -> list[str]:
         "client leaves, so the lighter the client the better Kafka's broker does against stratalog; the "
         "minimal drivers leave the servers the most, the library clients are what most Python programs "
         "run. The client CPU per request rows show what each driver took. Latency is per request, client "
-        "side, including the client's own encode/decode. Before each measured Kafka run the broker serves "
-        "the same produce + fetch loop on a warm-up topic for half as long (JIT warm-up); stratalog serve is "
+        "side, including the client's own encode/decode. Before the measured Kafka runs of each repetition "
+        "the broker serves the same produce + fetch loop with the minimal driver on a warm-up topic for "
+        "half as long (JIT warm-up); stratalog serve is "
         "measured from its start. Which driver set runs first alternates from one repetition to the next. The rows \"over the Kafka protocol\" drive "
-        "stratalog serve's Kafka listener (plaintext, files sent by sendfile) with the very drivers and frames "
-        "that Kafka's broker got, after its HTTP runs in the same process; their Kafka column is the same "
-        "Kafka run as the HTTP rows'. The stratalog drivers issue bench/service.py's requests (raw-batch POST "
+        "stratalog serve's Kafka listener (plaintext) with the very drivers and frames that Kafka's broker "
+        "got, after its HTTP runs in the same process; their Kafka column is the same Kafka run as the HTTP "
+        "rows'. The stratalog drivers issue bench/service.py's requests (raw-batch POST "
         "with acks=1, binary GET with maxBytes), every fetched body's whole batches held against its "
         "X-Next-Offset; a produce counts its batch's 16 records once its answer says it is in, as the Kafka "
-        "drivers do. A binary HTTP fetch asking for at most 64 KiB, as these 16 KiB ones do, is read "
-        "and written with its headers (server/records.py, sends_from_file), where Kafka's broker and "
-        "stratalog's Kafka listener send the file's bytes by sendfile. Server CPU (second table) is the broker "
+        "drivers do. A fetch asking for at most 64 KiB, as these 16 KiB ones do, is read and written "
+        "with its headers or frame by stratalog serve on both listeners (server/sendfile.py, "
+        "SENDFILE_ABOVE_BYTES: below it the copy costs less than sendfile's own work), where Kafka's broker "
+        "sends the file's bytes by sendfile; a larger fetch, such as the 1 MiB that Kafka's clients ask a "
+        "partition for by default, goes by sendfile on stratalog's listeners too. Server CPU (second table) is the broker "
         "JVM's or the stratalog serve process's CPU time over each operation, client CPU this benchmark "
         "process's. The informative kafka-python KafkaProducer / KafkaConsumer rows (1 KiB records through the "
         "client's own batching, 8 partitions round-robin) show what that client reaches on this machine; the "

@@ -1,8 +1,9 @@
 """The request path's counters and latency histograms: plain numbers, read when scraped.
 
 Every produce and fetch updates three or four series. prometheus_client's ``Counter`` and
-``Histogram`` take a lock and check their state on each update: about 3.5 µs of every produce
-on this project's machines, updated on the event loop's thread, where nothing else updates them.
+``Histogram`` take a lock and check their state on each update: about 4.3 µs of every produce
+on this project's machines against 1.4 µs here (measured alternately in one process), for
+series updated on the event loop's thread only.
 These series are that thread's plain numbers instead, and ``collect`` (a scrape, on any thread)
 reads a copy of them, producing the same samples as prometheus_client's own families would
 (``_total`` and ``_created`` of a counter; the cumulative buckets, count, sum and ``_created``
