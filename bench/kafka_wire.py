@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from stratalog.records.varint import encode_unsigned_varint
+
 PRODUCE, FETCH = 0, 1
 PRODUCE_VERSION = 9   # topic names (13 switched to topic ids); flexible since 9
 FETCH_VERSION = 12    # topic names (13 switched to topic ids); flexible since 12
@@ -30,15 +32,6 @@ _FETCH_PARTITION = struct.Struct(">iiqiqi")   # partition, current leader epoch,
 _INT16, _INT32, _INT64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
 
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def produce_frame(correlation_id: int, topic: str, partition: int, records: bytes, acks: int = 1,
                   timeout_ms: int = 30_000) -> list[bytes]:
     """A framed ProduceRequest v9 of one partition's records, as pieces to write in order (the records
@@ -47,8 +40,8 @@ def produce_frame(correlation_id: int, topic: str, partition: int, records: byte
     head = b"".join((
         _HEADER.pack(PRODUCE, PRODUCE_VERSION, correlation_id, len(CLIENT_ID)), CLIENT_ID, b"\x00",
         b"\x00", _PRODUCE_HEAD.pack(acks, timeout_ms),
-        b"\x02", uvarint(len(name) + 1), name,        # one topic
-        b"\x02", _INT32.pack(partition), uvarint(len(records) + 1),
+        b"\x02", encode_unsigned_varint(len(name) + 1), name,        # one topic
+        b"\x02", _INT32.pack(partition), encode_unsigned_varint(len(records) + 1),
     ))
     tail = b"\x00\x00\x00"   # the partition's, the topic's and the request's tagged fields
     return [_INT32.pack(len(head) + len(records) + len(tail)), head, records, tail]
@@ -61,7 +54,7 @@ def fetch_frame(correlation_id: int, topic: str, partition: int, offset: int, ma
     body = b"".join((
         _HEADER.pack(FETCH, FETCH_VERSION, correlation_id, len(CLIENT_ID)), CLIENT_ID, b"\x00",
         _FETCH_HEAD.pack(-1, max_wait_ms, 1, max_bytes, 0, 0, -1),
-        b"\x02", uvarint(len(name) + 1), name,
+        b"\x02", encode_unsigned_varint(len(name) + 1), name,
         b"\x02", _FETCH_PARTITION.pack(partition, -1, offset, -1, -1, max_bytes), b"\x00",
         b"\x00",                      # the topic's tagged fields
         b"\x01", b"\x01", b"\x00",    # no forgotten topics, rack "", the request's tagged fields
