@@ -42,6 +42,9 @@ from .workload import MIB, RECORDS_PER_BATCH
 
 RECORD_BATCH = "application/vnd.kafka.record-batch"
 DRIVERS = ("minimal", "library")
+# the figures' name prefixes of each driver's runs: over HTTP (Kafka's own for its side), and over
+# stratalog's Kafka listener
+SERVICE_ROWS = {"minimal": "", "library": "lib_", "wire-minimal": "wire_", "wire-library": "lib_wire_"}
 
 
 @dataclass
