@@ -12,20 +12,13 @@ from typing import Any
 
 from . import machine
 from .service_drivers import SERVICE_ROWS
+from .storage import format_number
 
 KAFKA_VERSION = "4.3.1"
 
 
 def _num(value: float) -> str:
-    if value >= 1e6:
-        return f"{value / 1e6:.2f} M"
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    return f"{value:.2g}"
+    return f"{value / 1e6:.2f} M" if value >= 1e6 else format_number(value)
 
 
 def _cell(values: list[float]) -> str:

@@ -317,7 +317,8 @@ def small_segments(data_dir: Path, args: argparse.Namespace, details: dict[str, 
 
 # -- output ---------------------------------------------------------------------------------
 
-def _number(value: float) -> str:
+def format_number(value: float) -> str:
+    """A figure with three or so significant digits (thousands separated), as the reports print them."""
     if value >= 100:
         return f"{value:,.0f}"
     if value >= 10:
@@ -331,9 +332,9 @@ def format_table(rows: list[Row]) -> str:
     header = ("figure", "value", "unit", "ceiling", "ratio", "notes")
     lines = []
     for row in rows:
-        ceiling = f"{_number(row.ceiling)} {row.ceiling_unit} ({row.ceiling_label})" if row.ceiling is not None else "-"
+        ceiling = f"{format_number(row.ceiling)} {row.ceiling_unit} ({row.ceiling_label})" if row.ceiling is not None else "-"
         ratio = "-" if row.ratio is None else f"{row.ratio:.2f}" if row.ratio >= 0.1 else f"{row.ratio:.2g}"
-        lines.append((row.figure, _number(row.value), row.unit, ceiling, ratio, row.notes))
+        lines.append((row.figure, format_number(row.value), row.unit, ceiling, ratio, row.notes))
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header[:-1])]
     out = []
     for line in [header, tuple("-" * w for w in widths) + ("-----",), *lines]:
