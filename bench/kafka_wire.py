@@ -34,8 +34,9 @@ _INT16, _INT32, _INT64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct
 
 def produce_frame(correlation_id: int, topic: str, partition: int, records: bytes, acks: int = 1,
                   timeout_ms: int = 30_000) -> list[bytes]:
-    """A framed ProduceRequest v9 of one partition's records, as pieces to write in order (the records
-    are not copied into the frame)."""
+    """A framed ProduceRequest v9 of one partition's records, as pieces to write in order. (The
+    records are not copied into a frame here; asyncio's ``writelines`` on Python 3.11 joins the
+    pieces all the same, as ``http_wire`` joins its head and body.)"""
     name = topic.encode()
     head = b"".join((
         _HEADER.pack(PRODUCE, PRODUCE_VERSION, correlation_id, len(CLIENT_ID)), CLIENT_ID, b"\x00",

@@ -65,3 +65,19 @@ def test_an_answer_to_another_request_is_refused() -> None:
     answer.with_header(correlation_id=5)
     with pytest.raises(ValueError, match="answer to request 5 where 6 was awaited"):
         produce_error(answer.encode(header=True), 6)
+
+
+
+def test_a_fetched_body_is_counted_by_its_whole_batches_and_must_agree_with_the_servers_next_offset() -> None:
+    from bench.service_drivers import _fetched
+    from server_harness import kafka_batch
+
+    batch = kafka_batch([(None, b"v")] * 3)   # offsets 0-2
+    assert _fetched("t", 0, 0, 200, batch, "3", "10") == (len(batch), 3, 3)
+    assert _fetched("t", 0, 0, 200, batch, "3", "3") == (len(batch), 3, 0)   # at the high watermark: from 0 again
+    with pytest.raises(RuntimeError, match="X-Next-Offset says 5"):
+        _fetched("t", 0, 0, 200, batch, "5", "10")
+    with pytest.raises(RuntimeError, match=f"{len(batch) + 7} bytes holding {len(batch)}"):
+        _fetched("t", 0, 0, 200, batch + b"partial", "3", "10")
+    with pytest.raises(RuntimeError, match="fetch t-0 at 0: 404"):
+        _fetched("t", 0, 0, 404, b'{"error_code": "UNKNOWN_TOPIC_OR_PARTITION"}', "-1", "-1")
