@@ -17,32 +17,35 @@ import asyncio
 import heapq
 import itertools
 
+from stratalog.broker.wake_timer import WakeTimer
 from stratalog.common.names import TopicPartition
 
-_Waiter = tuple[int, int, "asyncio.Future[None]"]   # (last offset, arrival, future): arrival breaks ties
+_Waiter = tuple[int, int, "asyncio.Future[bool]"]   # (last offset, arrival, future): arrival breaks ties
 
 
 class DelayedProduces:
-    def __init__(self) -> None:
+    def __init__(self, timer: WakeTimer | None = None) -> None:
+        """``timer``: the deadlines' timer, shared with the engine's other waits."""
+        self.timer = WakeTimer() if timer is None else timer
         self._waiting: dict[TopicPartition, list[_Waiter]] = {}
         self._arrivals = itertools.count()
         self._discarded: dict[TopicPartition, int] = {}   # entries given up on since the last compaction
 
-    def watch(self, tp: TopicPartition, last_offset: int) -> asyncio.Future[None]:
-        """A future that completes once the high watermark passes ``last_offset`` (or on news)."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def watch(self, tp: TopicPartition, last_offset: int) -> asyncio.Future[bool]:
+        """A future that completes (True) once the high watermark passes ``last_offset`` (or on news)."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiting.setdefault(tp, []), (last_offset, next(self._arrivals), future))
         return future
 
-    async def wait(self, future: asyncio.Future[None], timeout_s: float) -> bool:
-        """Wait for ``future`` (from ``watch``) at most ``timeout_s``; True if it completed. A future
-        given up on stays in the heap, cancelled, until ``discard``, the high watermark or news clears it."""
+    async def wait(self, future: asyncio.Future[bool], deadline: float) -> bool:
+        """Wait for ``future`` (from ``watch``) until ``deadline`` (the loop's time); True if it completed,
+        False if the deadline came first (the timer completes it so). Either way it stays in its
+        partition's heap until ``discard``, the high watermark or news clears it."""
+        self.timer.wake_at(deadline, future)
         try:
-            async with asyncio.timeout(timeout_s):
-                await future
-        except TimeoutError:
-            return False
-        return True
+            return await future
+        finally:
+            self.timer.finished()
 
     def awaited(self, tp: TopicPartition) -> bool:
         """Whether any produce waits on ``tp`` (safe to ask from any thread)."""
@@ -59,7 +62,7 @@ class DelayedProduces:
             del self._waiting[tp]
             self._discarded.pop(tp, None)
 
-    def discard(self, tp: TopicPartition, future: asyncio.Future[None]) -> None:
+    def discard(self, tp: TopicPartition, future: asyncio.Future[bool]) -> None:
         """A produce no longer waits on ``future`` (it was complete at its check, gave up, or failed).
 
         Its entry is cancelled where it lies; a move of the high watermark past it drops it, and once
@@ -88,6 +91,6 @@ class DelayedProduces:
             _complete(future)
 
 
-def _complete(future: asyncio.Future[None]) -> None:
-    if not future.done():   # cancelled: its produce gave up (timed out or was cancelled)
-        future.set_result(None)
+def _complete(future: asyncio.Future[bool]) -> None:
+    if not future.done():   # given up on (cancelled), or its deadline came (the timer completed it)
+        future.set_result(True)

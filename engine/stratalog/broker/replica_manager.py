@@ -44,7 +44,8 @@ from stratalog.broker.partition import (
 )
 from stratalog.broker.produce import Acks, ProduceResult, append_to_log, append_to_logs, try_append_to_log
 from stratalog.broker.replication import ReplicaSet
-from stratalog.broker.signals import AppendSignals
+from stratalog.broker.signals import AppendSignals, Signal
+from stratalog.broker.wake_timer import WakeTimer
 from stratalog.broker.topics import TopicAdmin
 from stratalog.common.errors import (
     InvalidTopicError,
@@ -73,11 +74,13 @@ class ReplicaManager:
         self.topics = TopicAdmin(engine.manager)
         self.io = ThreadPoolExecutor(io_threads, thread_name_prefix="stratalog-io")
         self.maintenance = ThreadPoolExecutor(maintenance_threads, thread_name_prefix="stratalog-maintenance")
-        self.signals = AppendSignals()   # consumers' fetches: appends and high-watermark moves wake them
+        self.timer = WakeTimer()   # the deadlines of every wait below
+        self.signals = AppendSignals(timer=self.timer)   # consumers' fetches: appends and high-watermark moves wake them
         # Followers' fetches read to the log end, not the high watermark: only appends and news wake them.
-        self.replica_signals = AppendSignals(self.signals.counts)
-        self.delayed_produces = DelayedProduces()   # acks=all produces waiting for the high watermark
-        self.news_signals = AppendSignals()   # a partition's leadership news (the groups' coordinator waits on it)
+        self.replica_signals = AppendSignals(self.signals.counts, self.timer)
+        self.delayed_produces = DelayedProduces(self.timer)   # acks=all produces waiting for the high watermark
+        # A partition's leadership news (the groups' coordinator waits on it).
+        self.news_signals = AppendSignals(timer=self.timer)
         self.shutting_down = False  # waiting fetches answer at once from now on
         self._round_robin: dict[str, Iterator[int]] = {}
         self.replicas: ReplicaSet | None = None
@@ -237,9 +240,10 @@ class ReplicaManager:
                 if woken.done():   # news that did not commit it: listed again before the next check
                     woken = self.delayed_produces.watch(tp, last_offset)
                     continue
-                await self.delayed_produces.wait(woken, remaining)
+                await self.delayed_produces.wait(woken, deadline)
         finally:
-            if not woken.done() or woken.cancelled():   # not taken out by a move or news: still listed
+            # Not taken out by a move or news (its deadline came, or it gave up): still listed.
+            if not woken.done() or woken.cancelled() or not woken.result():
                 self.delayed_produces.discard(tp, woken)
 
     async def append_to_partitions(self, topic: str, batches: Mapping[int, bytes | bytearray], acks: Acks,
@@ -337,16 +341,16 @@ class ReplicaManager:
                 raise
             return out
 
-        def take_events() -> list[asyncio.Event]:
-            """Wake-up events, taken before the reads they guard, and only for partitions that exist:
-            a request naming made-up ones must not leave an event behind for each."""
+        def take_events() -> list[Signal]:
+            """Wake-up signals, taken before the reads they guard, and only for partitions that exist:
+            a request naming made-up ones must not leave a signal behind for each."""
             logs = self.engine.manager.logs_view()
             return [self.signals.event(tp) for tp, _, _ in reads if tp in logs]
 
         # The first pass reads without events: most fetches (a consumer keeping up, one that may not
         # wait) are answered by it. One that must wait takes its events and reads again before it
         # waits, so that an append between the read and the wait still wakes it.
-        events: list[asyncio.Event] | None = None
+        events: list[Signal] | None = None
         while True:
             # The tail of a log is read here on the loop (Log.try_read): a hop to the io pool and
             # back costs more than the read, and each hop waits its turn for the interpreter lock.

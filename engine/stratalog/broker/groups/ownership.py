@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stratalog.broker.groups.offsets_records import OFFSETS_TOPIC, CommittedOffset, parse_key, parse_value, \
     partition_for
@@ -182,7 +182,8 @@ class LedPartitions:
                     logger.info("%s-%d: no longer led here at leader epoch %d: its groups are coordinated "
                                 "elsewhere now", OFFSETS_TOPIC, partition, epoch)
                     self._unload(partition)
-            waiters = [asyncio.ensure_future(event.wait()) for event in [*events, self._newly_loaded]]
+            waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(event.wait()) for event in events]
+            waiters.append(asyncio.ensure_future(self._newly_loaded.wait()))
             try:
                 await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
             finally:
