@@ -182,6 +182,32 @@ fn leader_batch_facts(data: &Bound<'_, PyAny>)
              h.base_sequence, h.count, min_ts, max_ts, s.first_keyless_index, h.base_offset)))
 }
 
+/// A follower's copy of its leader's batches (`Log.append_as_follower`), checked in one call: for
+/// each batch of `data`, (base offset, last offset, max timestamp, size, partition leader epoch,
+/// producer id), once `data` is exactly whole v2 batches whose headers parse and whose CRCs match.
+/// None for anything else (a partial tail, another magic, damage, a last offset past int64): the
+/// reference path then decides and names what is wrong. The GIL stays held, as in
+/// `leader_batch_facts`: a fetch's worth of CRC takes less than a hand-off.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn follower_batches(data: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(i64, i64, i64, usize, i32, i64)>>> {
+    let bytes = Bytes::of(data)?;
+    let d = bytes.slice();
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < d.len() {
+        let batch = &d[pos..];
+        let Some(h) = v2_head(batch) else { return Ok(None) };
+        if !h.crc_matches(batch) {
+            return Ok(None);
+        }
+        let Some(last) = h.base_offset.checked_add(h.last_offset_delta as i64) else { return Ok(None) };
+        out.push((h.base_offset, last, h.max_timestamp, h.size, h.partition_leader_epoch, h.producer_id));
+        pos += h.size;
+    }
+    Ok(Some(out))
+}
+
 /// A leader's append of one producer batch as sent, checked and written in one call (append.rs):
 /// (last offset delta, max timestamp, record count) once `data` is written at `position` of `fd`
 /// with `base_offset` and `leader_epoch` set; None, and nothing written, when anything about it is
@@ -297,7 +323,7 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // What records/native.py checks before it uses this module: bump it with records/native.py's
     // INTERFACE whenever a function or class is added or removed, or changes its arguments or results,
     // so that an extension built from older sources is refused by name instead of failing mid-append.
-    m.add("INTERFACE", 4u32)?;
+    m.add("INTERFACE", 5u32)?;
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
@@ -308,5 +334,6 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(append_as_sent, m)?)?;
     m.add_function(wrap_pyfunction!(producer_batches, m)?)?;
     m.add_function(wrap_pyfunction!(whole_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(follower_batches, m)?)?;
     Ok(())
 }

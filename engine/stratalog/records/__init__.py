@@ -53,8 +53,8 @@ from stratalog.records.batch import (
     validate_batch,
 )
 from stratalog.records.compression import Compression, compress, decompress
-from stratalog.records.info import (BatchInfo, RecoveryScan, decode_any, iter_batch_infos, peek_batch,
-                                   producer_batches_natively, scan_natively)
+from stratalog.records.info import (BatchInfo, RecoveryScan, decode_any, follower_batches_natively, iter_batch_infos,
+                                   peek_batch, producer_batches_natively, scan_natively)
 from stratalog.records.legacy import LegacyEntry, legacy_records, parse_legacy_entry
 from stratalog.records.varint import decode_varint, encode_varint
 from stratalog.records.builder import assemble_batch
@@ -63,6 +63,7 @@ from stratalog.records.walker import RecordColumns, native_walk, walk_records
 __all__ = [
     "RecordColumns",
     "RecoveryScan",
+    "follower_batches_natively",
     "producer_batches_natively",
     "scan_natively",
     "assemble_batch",

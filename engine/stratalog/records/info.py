@@ -174,6 +174,21 @@ def scan_natively(buf: Buffer, base_offset: int, index_interval_bytes: int,
     return None if scanned is None else RecoveryScan(*scanned)
 
 
+FollowerBatch = tuple[int, int, int, int, int, int]   # (base offset, last offset, max timestamp, size, epoch, producer id)
+
+
+def follower_batches_natively(buf: Buffer) -> list[FollowerBatch] | None:
+    """A follower's fetched batches checked in the native kernel (``follower_batches`` in
+    ``native/src/lib.rs``): each one's facts when ``buf`` is exactly whole v2 batches whose CRCs
+    match; None without the kernel or for anything else (``iter_batch_infos`` and ``validate_batch``
+    then walk it, and name what is wrong)."""
+    kernel = native.kernel
+    if kernel is None:
+        return None
+    found: list[FollowerBatch] | None = kernel.follower_batches(buf)
+    return found
+
+
 ProducerBatches = tuple[list[int], int, int, int]   # (positions, bytes consumed, batches walked, why it stopped)
 
 

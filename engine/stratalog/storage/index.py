@@ -65,6 +65,10 @@ class _Index:
             self._ensure_loaded()
         return len(self._keys) >= self.max_entries
 
+    def room(self) -> int:
+        """How many entries it takes before ``is_full``."""
+        return max(0, self.max_entries - self.entries)
+
     @property
     def size_in_bytes(self) -> int:
         return self.entries * self.entry.size
@@ -270,6 +274,9 @@ class TimeIndex(_Index):
         if not self._loaded:
             self._ensure_loaded()
         return len(self._keys) >= self.max_entries - 1
+
+    def room(self) -> int:
+        return max(0, self.max_entries - 1 - self.entries)
 
     def last_entry(self) -> tuple[int, int]:
         """(-1, base_offset) when empty, as Kafka's ``lastEntry``."""

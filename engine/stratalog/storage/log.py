@@ -43,6 +43,7 @@ from stratalog.records import (
     Record,
     TimestampType,
     decode_any,
+    follower_batches_natively,
     iter_batch_infos,
     parse_header,
     parse_legacy_entry,
@@ -509,6 +510,9 @@ class Log:
         (a gap is fine: the leader's log may have been compacted). The leader-epoch cache learns
         every epoch it sees. Returns the new log end offset.
         """
+        appended = self._append_as_follower_at_once(data)
+        if appended is not None:
+            return appended
         batches = list(_split_batches(data))
         end = self.log_end_offset
         if (batches and batches[0][0].base_offset < end <= batches[0][0].last_offset
@@ -537,6 +541,35 @@ class Log:
                 self.producer_state.on_batch_written(batch)
             if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
                 self.flush()   # flush.messages holds for a follower's copy too
+            return self.log_end_offset
+
+    def _append_as_follower_at_once(self, data: bytes) -> int | None:
+        """``append_as_follower``'s common case in one call and one write: ``data`` is whole v2 batches
+        the native kernel has checked, after this log's end, none of which rolls the segment. None,
+        nothing written, otherwise: the batch-by-batch path then decides, and names what is wrong."""
+        facts = follower_batches_natively(data)
+        if not facts:
+            return None
+        end = self.log_end_offset
+        for base_offset, last_offset, _, _, _, _ in facts:
+            if base_offset < end:
+                return None
+            end = last_offset + 1
+        with self.lock, self.failures.guard(self.log_dir, f"replicated append to {self.topic_partition}"):
+            self._check_open()
+            params = RollParams(self.config.segment_ms, self.config.segment_bytes, max(f[2] for f in facts),
+                                facts[-1][1], len(data), self.clock())
+            if not self.active_segment.try_append_batches(data, [(last, ts, size) for _, last, ts, size, _, _ in facts],
+                                                          params):
+                return None
+            position = 0
+            for base_offset, _, _, size, epoch, producer_id in facts:
+                self.epoch_cache.assign(epoch, base_offset)
+                if producer_id >= 0:   # what the producer and transaction state take (none of the rest)
+                    self.producer_state.on_batch_written(data[position:position + size])
+                position += size
+            if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+                self.flush()
             return self.log_end_offset
 
     def set_high_watermark(self, offset: int) -> int:

@@ -278,6 +278,19 @@ class LogSegment:
         self._next_offset = batches[-1][0] + 1
 
     # -- roll -------------------------------------------------------------------------------
+    def try_append_batches(self, data: bytes, batches: list[tuple[int, int, int]], params: RollParams) -> bool:
+        """``append_batches``, when none of the batches would roll this segment as its own append
+        would judge it: the whole does not (``should_roll`` of ``params``, which describe the whole:
+        each bound only grows with what is appended), the indexes have room for an entry a batch,
+        and a segment still empty takes one batch only (its time roll is bounded by the first batch
+        it holds). False, nothing written, otherwise: the caller then appends batch by batch."""
+        if len(batches) > 1 and self.log.size == 0 or self.should_roll(params):
+            return False
+        if len(batches) > min(self.offset_index.room(), self.time_index.room()):
+            return False
+        self.append_batches(data, batches)
+        return True
+
     def should_roll(self, params: RollParams) -> bool:
         size = self.log.size
         if size > params.max_segment_bytes - params.append_size:

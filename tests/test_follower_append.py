@@ -1,0 +1,205 @@
+"""A follower's append of its leader's batches: the native kernel's one-call path leaves every answer
+and every file as the batch-by-batch reference path does, and takes the common case itself."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+stratalog_native = pytest.importorskip("stratalog_native")
+
+from kernel_choice import kernel  # noqa: E402
+from stratalog.common.config import LogConfig  # noqa: E402
+from stratalog.common.errors import StratalogError  # noqa: E402
+from stratalog.common.names import TopicPartition  # noqa: E402
+from stratalog.records import Compression, ControlRecordType, Record, build_batch  # noqa: E402
+from stratalog.records.control import build_end_txn_marker_batch  # noqa: E402
+from stratalog.storage.loader import load_log  # noqa: E402
+from stratalog.storage.log import Log  # noqa: E402
+
+T0 = 1_700_000_000_000
+
+
+class CountingKernel:
+    """The native kernel, counting the fetches its one-call check accepted."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(stratalog_native, name)
+
+    def follower_batches(self, data: Any) -> Any:
+        facts = stratalog_native.follower_batches(data)
+        self.accepted += bool(facts)
+        return facts
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def open_log(directory: Path, config: LogConfig, clock: Clock) -> Log:
+    directory.mkdir(parents=True)
+    log, _ = load_log(directory, TopicPartition("t", 0), config, recovery_point=0, had_clean_shutdown=False,
+                      clock=clock)
+    return log
+
+
+def files(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def random_config(rng: random.Random) -> LogConfig:
+    overrides: dict[str, object] = {"segment.bytes": rng.choice([rng.randint(300, 1500), 1 << 20]),
+                                    "index.interval.bytes": rng.choice([1, 200, 4096])}
+    if rng.random() < 0.3:
+        overrides["segment.ms"] = rng.randint(1, 5000)
+    if rng.random() < 0.3:
+        overrides["segment.index.bytes"] = rng.randint(1, 6) * 12   # an index that fills: a roll
+    if rng.random() < 0.3:
+        overrides["flush.messages"] = rng.randint(1, 30)
+    return LogConfig.from_overrides(overrides)
+
+
+class Leader:
+    """The leader's log as batches: offsets and epochs as it wrote them, now and then an idempotent
+    producer's batch, a transaction and its marker, a compressed batch, a gap (compaction)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng, self.next_offset, self.epoch, self.sequence = rng, 0, rng.randint(0, 3), 0
+
+    def batch(self, now: int) -> bytes:
+        rng = self.rng
+        if rng.random() < 0.1:
+            self.epoch += 1
+        if rng.random() < 0.05:
+            self.next_offset += rng.randint(1, 5)   # the leader's log was compacted here
+        base, count = self.next_offset, rng.randint(1, 6)
+        pick = rng.random()
+        if pick < 0.05:
+            data = build_end_txn_marker_batch(rng.choice([ControlRecordType.COMMIT, ControlRecordType.ABORT]),
+                                              producer_id=9, producer_epoch=0, coordinator_epoch=0,
+                                              base_offset=base, timestamp=now, partition_leader_epoch=self.epoch)
+            self.next_offset = base + 1
+            return data
+        producer: dict[str, Any] = {}
+        if pick < 0.35:
+            producer = {"producer_id": 7 if pick < 0.25 else 9, "producer_epoch": 0, "base_sequence": self.sequence,
+                        "is_transactional": pick >= 0.25}
+            self.sequence += count
+        shift = rng.randint(-3000, 3000) if rng.random() < 0.2 else rng.randint(0, 50)
+        records = [Record(base + i, now + shift + i, b"k%d" % i, b"v" * rng.randint(0, 40)) for i in range(count)]
+        compression = Compression.GZIP if rng.random() < 0.1 else Compression.NONE
+        self.next_offset = base + count
+        return build_batch(records, base_offset=base, partition_leader_epoch=self.epoch, compression=compression,
+                           **producer)
+
+
+def spoil(rng: random.Random, fetch: bytes) -> bytes:
+    """A fetch as no leader sends it: a flipped byte under a CRC, a cut tail, a batch again, garbage."""
+    data = bytearray(fetch)
+    how = rng.choice(["flip", "cut", "again", "garbage", "magic"])
+    if how == "flip":
+        data[rng.randrange(21, len(data))] ^= 0xFF
+    elif how == "cut":
+        del data[rng.randrange(1, len(data)):]
+    elif how == "again":
+        data += fetch[:struct.unpack_from(">i", fetch, 8)[0] + 12]
+    elif how == "garbage":
+        data += bytes(rng.randrange(256) for _ in range(rng.randint(1, 80)))
+    else:
+        data[16] = 7
+    return bytes(data)
+
+
+def follow(log: Log, clock: Clock, rng: random.Random, fetches: int) -> list[object]:
+    """Fetches of one to four batches applied as a follower applies them, with now and then a tick of
+    the clock or a fetch that is damaged: each answer (or error) and the log's ends after it."""
+    leader, seen = Leader(rng), []
+    for _ in range(fetches):
+        if rng.random() < 0.15:
+            clock.now += rng.randint(0, 4000)
+        fetch = b"".join(leader.batch(clock.now) for _ in range(rng.choice([1, 1, 1, 2, 4])))
+        if rng.random() < 0.08:
+            fetch = spoil(rng, fetch)
+        try:
+            answer: object = log.append_as_follower(fetch)
+        except StratalogError as error:
+            answer = (type(error).__name__, str(error))
+        seen.append((answer, log.log_end_offset, log.recovery_point, len(log.segments),
+                     log.epoch_cache.entries, log.last_stable_offset()))
+    return seen
+
+
+def test_the_one_call_follower_append_leaves_every_answer_and_file_as_the_reference_path_does(tmp_path):
+    accepted = []
+    for seed in range(60):
+        outcomes = []
+        counting = CountingKernel()
+        for module in (None, counting):
+            root = tmp_path / f"{seed}-{'native' if module else 'python'}"
+            rng, clock = random.Random(seed), Clock()
+            with kernel(module):
+                log = open_log(root / "t-0", random_config(rng), clock)
+                seen = follow(log, clock, rng, 40)
+                log.close()
+            outcomes.append((seen, files(root / "t-0")))
+        assert outcomes[0] == outcomes[1], f"seed {seed}"
+        accepted.append(counting.accepted)
+    # Worth something only where the one-call check took most fetches.
+    assert sum(accepted) >= 60 * 40 * 0.8, accepted
+
+
+def test_a_fetch_of_whole_plain_batches_is_written_in_one_call_and_indexed_as_batch_by_batch(tmp_path):
+    counting = CountingKernel()
+    leader = Leader(random.Random(1))
+    with kernel(counting):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({"index.interval.bytes": "1"}), Clock())
+        first = log.append_as_follower(leader.batch(T0))
+        fetch = b"".join(leader.batch(T0) for _ in range(3))
+        end = log.append_as_follower(fetch)
+        entries = log.active_segment.offset_index.entries
+        log.close()
+    assert counting.accepted == 2
+    assert end == leader.next_offset and first < end
+    assert entries == 3   # one entry for each batch after the first, as index.interval.bytes=1 has it
+
+
+@pytest.mark.parametrize("what, refused, whole", [
+    ("a damaged batch", "CorruptRecordError", 0),
+    ("a partial tail", None, 2),              # the reference keeps the whole batches before it
+    ("offsets that go back", "OffsetOutOfRangeError", 3),
+])
+def test_a_fetch_the_kernel_does_not_take_whole_is_left_to_the_reference_path(tmp_path, what, refused, whole):
+    leader = Leader(random.Random(2))
+    batches = [leader.batch(T0) for _ in range(3)]
+    ends = [struct.unpack_from(">q", b)[0] + struct.unpack_from(">i", b, 23)[0] + 1 for b in batches]
+    fetch = b"".join(batches)
+    if what == "a damaged batch":
+        fetch = fetch[:-1] + bytes([fetch[-1] ^ 1])
+    elif what == "a partial tail":
+        fetch = fetch[:-5]
+    with kernel(CountingKernel()):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
+        if what == "offsets that go back":
+            log.append_as_follower(fetch)
+        try:
+            log.append_as_follower(fetch)
+        except StratalogError as error:
+            answer: str | None = type(error).__name__
+        else:
+            answer = None
+        end = log.log_end_offset
+        log.close()
+    assert answer == refused
+    assert end == ([0] + ends)[whole]
