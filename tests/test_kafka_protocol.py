@@ -501,6 +501,38 @@ def test_requests_sent_back_to_back_are_answered_in_order(server: Server):
     assert correlations == list(range(20))
 
 
+@pytest.mark.parametrize("count", [3, 200], ids=["few", "more than the listener queues"])
+def test_a_client_that_sends_requests_without_reading_and_half_closes_gets_every_answer_in_order(
+        server: Server, count: int):
+    """Requests at once, each frame split across writes, the last a fetch that waits for data that
+    never comes, then the sending half shut: every answer still comes, in order, the fetch's after its
+    wait, then the close. With few the shutdown arrives while the fetch waits; with more than the
+    listener queues before it stops reading (16, or 1 MiB) the reading resumes once they are answered."""
+    import datetime
+
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.static.primitive import i32Timedelta
+
+    topic = f"half-closed-{count}"
+    server.create_topic(topic, 1)
+    waiting = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=300)),
+                           min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                           forgotten_topics_data=(), rack_id="")
+    frames = b"".join(request_frame(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                                    correlation_id=i) for i in range(count)) + request_frame(waiting, correlation_id=count)
+    with connect(server.kafka_address()) as sock:
+        for start in range(0, len(frames), 1000):   # 1000 bytes a write: frames cut anywhere
+            sock.sendall(frames[start:start + 1000])
+        sock.shutdown(socket.SHUT_WR)
+        correlations = [struct.unpack_from(">i", read_frame(sock) or b"")[0] for _ in range(count + 1)]
+        assert sock.recv(1) == b""   # then the close
+    assert correlations == list(range(count + 1))
+
+
 # -- fuzzing the frame decoder ----------------------------------------------------------------------
 def valid_frames() -> list[bytes]:
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
