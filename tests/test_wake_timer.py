@@ -59,6 +59,23 @@ def test_waits_that_end_early_do_not_pile_up_until_their_deadlines():
     assert asyncio.run(run()) <= 200
 
 
+def test_a_timer_used_by_one_event_loop_and_then_another_still_ends_the_second_ones_waits():
+    timer = WakeTimer()
+
+    async def wait(after: float) -> bool:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        timer.wake_at(loop.time() + after, future)
+        return await asyncio.wait_for(future, 5)
+
+    async def abandon() -> None:   # armed on this loop, which closes before it fires
+        loop = asyncio.get_running_loop()
+        timer.wake_at(loop.time() + 0.02, loop.create_future())
+
+    asyncio.run(abandon())
+    assert asyncio.run(wait(0.05)) is False   # woken at its deadline, not left to wait_for's 5 s
+
+
 def test_a_wait_on_many_partitions_is_woken_by_any_of_them_and_then_listed_on_none():
     async def run() -> tuple[bool, list[int]]:
         signals = AppendSignals()

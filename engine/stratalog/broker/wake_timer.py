@@ -32,12 +32,20 @@ class WakeTimer:
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, asyncio.Future[bool]]] = []
         self._arrivals = itertools.count()   # breaks ties: futures do not compare
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._armed_for = math.inf
         self._finished = 0
 
     def wake_at(self, deadline: float, future: asyncio.Future[bool]) -> None:
         """Complete ``future`` with False at ``deadline`` (the loop's time) unless it is done by then."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # Another loop (one after another, as tests run them): the old one's waits went with it,
+            # and its timer will never fire.
+            if self._handle is not None:
+                self._handle.cancel()
+            self._loop, self._heap, self._handle, self._armed_for, self._finished = loop, [], None, math.inf, 0
         heapq.heappush(self._heap, (deadline, next(self._arrivals), future))
         if deadline < self._armed_for:
             self._arm(deadline)
@@ -57,12 +65,14 @@ class WakeTimer:
         if self._handle is not None:
             self._handle.cancel()
         self._armed_for = deadline
-        self._handle = asyncio.get_running_loop().call_at(deadline, self._fire)
+        assert self._loop is not None
+        self._handle = self._loop.call_at(deadline, self._fire)
 
     def _fire(self) -> None:
         self._handle, self._armed_for = None, math.inf
         heap = self._heap
-        due = asyncio.get_running_loop().time() + _EARLY_S
+        assert self._loop is not None
+        due = self._loop.time() + _EARLY_S
         while heap and (heap[0][0] <= due or heap[0][2].done()):
             future = heapq.heappop(heap)[2]
             if future.done():
