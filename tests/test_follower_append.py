@@ -18,6 +18,7 @@ from stratalog.common.config import LogConfig  # noqa: E402
 from stratalog.common.errors import StratalogError  # noqa: E402
 from stratalog.common.names import TopicPartition  # noqa: E402
 from stratalog.records import Compression, ControlRecordType, Record, build_batch  # noqa: E402
+from stratalog.records.batch_header import compute_crc  # noqa: E402
 from stratalog.records.control import build_end_txn_marker_batch  # noqa: E402
 from stratalog.storage.loader import load_log  # noqa: E402
 from stratalog.storage.log import Log  # noqa: E402
@@ -87,22 +88,37 @@ class Leader:
         base, count = self.next_offset, rng.randint(1, 6)
         pick = rng.random()
         if pick < 0.05:
-            data = build_end_txn_marker_batch(rng.choice([ControlRecordType.COMMIT, ControlRecordType.ABORT]),
-                                              producer_id=9, producer_epoch=0, coordinator_epoch=0,
-                                              base_offset=base, timestamp=now, partition_leader_epoch=self.epoch)
+            marker = bytearray(build_end_txn_marker_batch(
+                rng.choice([ControlRecordType.COMMIT, ControlRecordType.ABORT]), producer_id=9, producer_epoch=0,
+                coordinator_epoch=0, base_offset=base, timestamp=now, partition_leader_epoch=self.epoch))
+            if rng.random() < 0.3:   # records that do not parse, under a CRC that matches
+                marker[61:] = b"\xff" * (len(marker) - 61)
+                recrc(marker)
             self.next_offset = base + 1
-            return data
+            return bytes(marker)
         producer: dict[str, Any] = {}
         if pick < 0.35:
             producer = {"producer_id": 7 if pick < 0.25 else 9, "producer_epoch": 0, "base_sequence": self.sequence,
                         "is_transactional": pick >= 0.25}
             self.sequence += count
+        elif pick < 0.4:
+            producer = {"is_transactional": True}   # transactional without a producer id: the state still counts it
         shift = rng.randint(-3000, 3000) if rng.random() < 0.2 else rng.randint(0, 50)
         records = [Record(base + i, now + shift + i, b"k%d" % i, b"v" * rng.randint(0, 40)) for i in range(count)]
         compression = Compression.GZIP if rng.random() < 0.1 else Compression.NONE
         self.next_offset = base + count
-        return build_batch(records, base_offset=base, partition_leader_epoch=self.epoch, compression=compression,
+        data = build_batch(records, base_offset=base, partition_leader_epoch=self.epoch, compression=compression,
                            **producer)
+        if rng.random() < 0.02:   # a last offset delta below zero, under a CRC that matches
+            damaged = bytearray(data)
+            struct.pack_into(">i", damaged, 23, -rng.randint(1, 3))
+            recrc(damaged)
+            return bytes(damaged)
+        return data
+
+
+def recrc(batch: bytearray) -> None:
+    batch[17:21] = compute_crc(batch, 0, len(batch)).to_bytes(4, "big")
 
 
 def spoil(rng: random.Random, fetch: bytes) -> bytes:
@@ -124,7 +140,8 @@ def spoil(rng: random.Random, fetch: bytes) -> bytes:
 
 def follow(log: Log, clock: Clock, rng: random.Random, fetches: int) -> list[object]:
     """Fetches of one to four batches applied as a follower applies them, with now and then a tick of
-    the clock or a fetch that is damaged: each answer (or error) and the log's ends after it."""
+    the clock or a fetch that is damaged: each answer (or error), the log's ends after it, and the
+    transaction state as read_committed sees it."""
     leader, seen = Leader(rng), []
     for _ in range(fetches):
         if rng.random() < 0.15:
@@ -134,11 +151,20 @@ def follow(log: Log, clock: Clock, rng: random.Random, fetches: int) -> list[obj
             fetch = spoil(rng, fetch)
         try:
             answer: object = log.append_as_follower(fetch)
-        except StratalogError as error:
-            answer = (type(error).__name__, str(error))
+        except StratalogError as error:   # named as the same file in both runs' directories
+            answer = (type(error).__name__, str(error).replace(str(log.dir), "<log dir>"))
+        log.set_high_watermark(log.log_end_offset)   # the leader's, which the follower follows
         seen.append((answer, log.log_end_offset, log.recovery_point, len(log.segments),
-                     log.epoch_cache.entries, log.last_stable_offset()))
+                     log.epoch_cache.entries, transactions(log)))
     return seen
+
+
+def transactions(log: Log) -> object:
+    """The last stable offset and the open transactions, or what their scan of the log refused."""
+    try:
+        return log.last_stable_offset(), dict(log.transactions().ongoing)
+    except StratalogError as error:   # a marker whose records do not parse, written before it was read
+        return type(error).__name__, str(error)
 
 
 def test_the_one_call_follower_append_leaves_every_answer_and_file_as_the_reference_path_does(tmp_path):

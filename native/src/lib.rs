@@ -184,13 +184,14 @@ fn leader_batch_facts(data: &Bound<'_, PyAny>)
 
 /// A follower's copy of its leader's batches (`Log.append_as_follower`), checked in one call: for
 /// each batch of `data`, (base offset, last offset, max timestamp, size, partition leader epoch,
-/// producer id), once `data` is exactly whole v2 batches whose headers parse and whose CRCs match.
+/// producer id, attributes), once `data` is exactly whole v2 batches whose headers parse and whose
+/// CRCs match.
 /// None for anything else (a partial tail, another magic, damage, a last offset past int64): the
 /// reference path then decides and names what is wrong. The GIL stays held, as in
 /// `leader_batch_facts`: a fetch's worth of CRC takes less than a hand-off.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-fn follower_batches(data: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(i64, i64, i64, usize, i32, i64)>>> {
+fn follower_batches(data: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(i64, i64, i64, usize, i32, i64, u16)>>> {
     let bytes = Bytes::of(data)?;
     let d = bytes.slice();
     let mut out = Vec::new();
@@ -202,7 +203,7 @@ fn follower_batches(data: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(i64, i64, i
             return Ok(None);
         }
         let Some(last) = h.base_offset.checked_add(h.last_offset_delta as i64) else { return Ok(None) };
-        out.push((h.base_offset, last, h.max_timestamp, h.size, h.partition_leader_epoch, h.producer_id));
+        out.push((h.base_offset, last, h.max_timestamp, h.size, h.partition_leader_epoch, h.producer_id, h.attributes));
         pos += h.size;
     }
     Ok(Some(out))
@@ -323,7 +324,7 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // What records/native.py checks before it uses this module: bump it with records/native.py's
     // INTERFACE whenever a function or class is added or removed, or changes its arguments or results,
     // so that an extension built from older sources is refused by name instead of failing mid-append.
-    m.add("INTERFACE", 5u32)?;
+    m.add("INTERFACE", 6u32)?;
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;

@@ -75,9 +75,9 @@ class WakeTimer:
         due = self._loop.time() + _EARLY_S
         while heap and (heap[0][0] <= due or heap[0][2].done()):
             future = heapq.heappop(heap)[2]
-            if future.done():
-                self._finished = max(0, self._finished - 1)
-            else:
+            # Its waiter says ``finished`` once (before this or after it): the count is of entries left.
+            self._finished -= 1
+            if not future.done():
                 future.set_result(False)
         if heap:
             self._arm(heap[0][0])

@@ -174,7 +174,8 @@ def scan_natively(buf: Buffer, base_offset: int, index_interval_bytes: int,
     return None if scanned is None else RecoveryScan(*scanned)
 
 
-FollowerBatch = tuple[int, int, int, int, int, int]   # (base offset, last offset, max timestamp, size, epoch, producer id)
+# (base offset, last offset, max timestamp, size, leader epoch, producer id, attributes)
+FollowerBatch = tuple[int, int, int, int, int, int, int]
 
 
 def follower_batches_natively(buf: Buffer) -> list[FollowerBatch] | None:

@@ -49,7 +49,7 @@ from stratalog.records import (
     parse_legacy_entry,
     validate_batch,
 )
-from stratalog.records.batch_header import ATTRIBUTES_OFFSET
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT, TRANSACTIONAL_BIT
 from stratalog.records.transactions import AbortedTransaction, TransactionState
 from stratalog.storage.file_region import FileRegion
 from stratalog.storage.isolation import FetchIsolation
@@ -545,27 +545,29 @@ class Log:
 
     def _append_as_follower_at_once(self, data: bytes) -> int | None:
         """``append_as_follower``'s common case in one call and one write: ``data`` is whole v2 batches
-        the native kernel has checked, after this log's end, none of which rolls the segment. None,
-        nothing written, otherwise: the batch-by-batch path then decides, and names what is wrong."""
+        the native kernel has checked, after this log's end, none of which rolls the segment or is a
+        control batch. None, nothing written, otherwise: the batch-by-batch path then decides, and
+        names what is wrong. (A control batch's records are read for the transaction state after its
+        write, and may be found damaged then: batch by batch, the batches after it stay unwritten.)"""
         facts = follower_batches_natively(data)
         if not facts:
             return None
         end = self.log_end_offset
-        for base_offset, last_offset, _, _, _, _ in facts:
-            if base_offset < end:
+        for base_offset, last_offset, _, _, _, _, attributes in facts:
+            if base_offset < end or last_offset < base_offset or attributes & CONTROL_BIT:
                 return None
             end = last_offset + 1
         with self.lock, self.failures.guard(self.log_dir, f"replicated append to {self.topic_partition}"):
             self._check_open()
             params = RollParams(self.config.segment_ms, self.config.segment_bytes, max(f[2] for f in facts),
                                 facts[-1][1], len(data), self.clock())
-            if not self.active_segment.try_append_batches(data, [(last, ts, size) for _, last, ts, size, _, _ in facts],
+            if not self.active_segment.try_append_batches(data, [(last, ts, size) for _, last, ts, size, _, _, _ in facts],
                                                           params):
                 return None
             position = 0
-            for base_offset, _, _, size, epoch, producer_id in facts:
+            for base_offset, _, _, size, epoch, producer_id, attributes in facts:
                 self.epoch_cache.assign(epoch, base_offset)
-                if producer_id >= 0:   # what the producer and transaction state take (none of the rest)
+                if producer_id >= 0 or attributes & TRANSACTIONAL_BIT:   # what the producer or transaction state takes
                     self.producer_state.on_batch_written(data[position:position + size])
                 position += size
             if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
