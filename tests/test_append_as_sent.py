@@ -10,12 +10,10 @@ alter-configs.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import random
 import struct
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,16 +21,12 @@ import stratalog_native
 
 from filesystems import Tmpfs
 from kernel_choice import kernel
+from kernel_logs import T0, Clock, on_both_kernels, open_log
 from stratalog.common.config import LogConfig
 from stratalog.common.errors import KafkaStorageError, StratalogError
-from stratalog.common.names import TopicPartition
 from stratalog.records import Compression, Record, build_batch
 from stratalog.records.batch_header import compute_crc
-from stratalog.storage.loader import load_log
 from stratalog.storage.log import Log
-
-T0 = 1_700_000_000_000
-
 
 class CountingKernel:
     """The native kernel, counting the batches its one-call append wrote."""
@@ -48,25 +42,6 @@ class CountingKernel:
         accepted = stratalog_native.append_as_sent(*args)
         self.written += accepted is not None
         return accepted
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def open_log(directory: Path, config: LogConfig, clock: Clock) -> Log:
-    directory.mkdir(parents=True)
-    log, _ = load_log(directory, TopicPartition("t", 0), config, recovery_point=0, had_clean_shutdown=False,
-                      clock=clock)
-    return log
-
-
-def files(directory: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 def producer_batch(count: int, *, value_size: int = 10, keyless: bool = False, timestamp: int = T0,
@@ -199,17 +174,10 @@ def run(log: Log, clock: Clock, rng: random.Random, steps: int) -> list[object]:
 def test_the_one_call_append_leaves_every_answer_and_file_as_the_reference_path_does(tmp_path):
     written = []
     for seed in range(100):
-        outcomes = []
         counting = CountingKernel()
-        for module in (None, counting):
-            root = tmp_path / f"{seed}-{'native' if module else 'python'}"
-            rng, clock = random.Random(seed), Clock()
-            with kernel(module):
-                log = open_log(root / "t-0", random_config(rng), clock)
-                seen = run(log, clock, rng, 40)
-                log.close()
-            outcomes.append((seen, files(root / "t-0")))
-        assert outcomes[0] == outcomes[1], f"seed {seed}"
+        python, native = on_both_kernels(tmp_path, seed, counting, random_config,
+                                         lambda log, clock, rng: run(log, clock, rng, 40))
+        assert python == native, f"seed {seed}"
         written.append(counting.written)
     # The comparison is worth something only where the one-call path wrote many of the batches.
     assert sum(written) >= 800, written

@@ -3,10 +3,8 @@ and every file as the batch-by-batch reference path does, and takes the common c
 
 from __future__ import annotations
 
-import hashlib
 import random
 import struct
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,17 +12,13 @@ import pytest
 stratalog_native = pytest.importorskip("stratalog_native")
 
 from kernel_choice import kernel  # noqa: E402
+from kernel_logs import T0, Clock, on_both_kernels, open_log  # noqa: E402
 from stratalog.common.config import LogConfig  # noqa: E402
 from stratalog.common.errors import StratalogError  # noqa: E402
-from stratalog.common.names import TopicPartition  # noqa: E402
 from stratalog.records import Compression, ControlRecordType, Record, build_batch  # noqa: E402
 from stratalog.records.batch_header import compute_crc  # noqa: E402
 from stratalog.records.control import build_end_txn_marker_batch  # noqa: E402
-from stratalog.storage.loader import load_log  # noqa: E402
 from stratalog.storage.log import Log  # noqa: E402
-
-T0 = 1_700_000_000_000
-
 
 class CountingKernel:
     """The native kernel, counting the fetches its one-call check accepted."""
@@ -39,25 +33,6 @@ class CountingKernel:
         facts = stratalog_native.follower_batches(data)
         self.accepted += bool(facts)
         return facts
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def open_log(directory: Path, config: LogConfig, clock: Clock) -> Log:
-    directory.mkdir(parents=True)
-    log, _ = load_log(directory, TopicPartition("t", 0), config, recovery_point=0, had_clean_shutdown=False,
-                      clock=clock)
-    return log
-
-
-def files(directory: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 def random_config(rng: random.Random) -> LogConfig:
@@ -170,17 +145,10 @@ def transactions(log: Log) -> object:
 def test_the_one_call_follower_append_leaves_every_answer_and_file_as_the_reference_path_does(tmp_path):
     accepted = []
     for seed in range(60):
-        outcomes = []
         counting = CountingKernel()
-        for module in (None, counting):
-            root = tmp_path / f"{seed}-{'native' if module else 'python'}"
-            rng, clock = random.Random(seed), Clock()
-            with kernel(module):
-                log = open_log(root / "t-0", random_config(rng), clock)
-                seen = follow(log, clock, rng, 40)
-                log.close()
-            outcomes.append((seen, files(root / "t-0")))
-        assert outcomes[0] == outcomes[1], f"seed {seed}"
+        python, native = on_both_kernels(tmp_path, seed, counting, random_config,
+                                         lambda log, clock, rng: follow(log, clock, rng, 40))
+        assert python == native, f"seed {seed}"
         accepted.append(counting.accepted)
     # Worth something only where the one-call check took most fetches.
     assert sum(accepted) >= 60 * 40 * 0.8, accepted
