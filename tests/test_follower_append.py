@@ -20,19 +20,20 @@ from stratalog.records.batch_header import compute_crc  # noqa: E402
 from stratalog.records.control import build_end_txn_marker_batch  # noqa: E402
 from stratalog.storage.log import Log  # noqa: E402
 
-class CountingKernel:
-    """The native kernel, counting the fetches its one-call check accepted."""
+@pytest.fixture
+def one_call_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many fetches the one-call path wrote (``Log._append_as_follower_at_once`` answering, not
+    declining), counted around the real method."""
+    written = [0]
+    real = Log._append_as_follower_at_once
 
-    def __init__(self) -> None:
-        self.accepted = 0
+    def counted(log: Log, data: bytes) -> int | None:
+        end = real(log, data)
+        written[0] += end is not None
+        return end
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(stratalog_native, name)
-
-    def follower_batches(self, data: Any) -> Any:
-        facts = stratalog_native.follower_batches(data)
-        self.accepted += bool(facts)
-        return facts
+    monkeypatch.setattr(Log, "_append_as_follower_at_once", counted)
+    return written
 
 
 def random_config(rng: random.Random) -> LogConfig:
@@ -142,29 +143,28 @@ def transactions(log: Log) -> object:
         return type(error).__name__, str(error)
 
 
-def test_the_one_call_follower_append_leaves_every_answer_and_file_as_the_reference_path_does(tmp_path):
-    accepted = []
+def test_the_one_call_follower_append_leaves_every_answer_and_file_as_the_reference_path_does(
+        tmp_path, one_call_writes):
     for seed in range(60):
-        counting = CountingKernel()
-        python, native = on_both_kernels(tmp_path, seed, counting, random_config,
+        python, native = on_both_kernels(tmp_path, seed, stratalog_native, random_config,
                                          lambda log, clock, rng: follow(log, clock, rng, 40))
         assert python == native, f"seed {seed}"
-        accepted.append(counting.accepted)
-    # Worth something only where the one-call check took most fetches.
-    assert sum(accepted) >= 60 * 40 * 0.8, accepted
+    # Worth something only where the one-call path wrote many fetches (the rest roll the small
+    # segments, fill the small indexes, or are not plain; the reference run has no kernel).
+    assert one_call_writes[0] >= 60 * 40 // 2, one_call_writes
 
 
-def test_a_fetch_of_whole_plain_batches_is_written_in_one_call_and_indexed_as_batch_by_batch(tmp_path):
-    counting = CountingKernel()
+def test_a_fetch_of_whole_plain_batches_is_written_in_one_call_and_indexed_as_batch_by_batch(
+        tmp_path, one_call_writes):
     leader = Leader(random.Random(1))
-    with kernel(counting):
+    with kernel(stratalog_native):
         log = open_log(tmp_path / "t-0", LogConfig.from_overrides({"index.interval.bytes": "1"}), Clock())
         first = log.append_as_follower(leader.batch(T0))
         fetch = b"".join(leader.batch(T0) for _ in range(3))
         end = log.append_as_follower(fetch)
         entries = log.active_segment.offset_index.entries
         log.close()
-    assert counting.accepted == 2
+    assert one_call_writes == [2]
     assert end == leader.next_offset and first < end
     assert entries == 3   # one entry for each batch after the first, as index.interval.bytes=1 has it
 
@@ -174,7 +174,8 @@ def test_a_fetch_of_whole_plain_batches_is_written_in_one_call_and_indexed_as_ba
     ("a partial tail", None, 2),              # the reference keeps the whole batches before it
     ("offsets that go back", "OffsetOutOfRangeError", 3),
 ])
-def test_a_fetch_the_kernel_does_not_take_whole_is_left_to_the_reference_path(tmp_path, what, refused, whole):
+def test_a_fetch_the_kernel_does_not_take_whole_is_left_to_the_reference_path(tmp_path, one_call_writes, what,
+                                                                              refused, whole):
     leader = Leader(random.Random(2))
     batches = [leader.batch(T0) for _ in range(3)]
     ends = [struct.unpack_from(">q", b)[0] + struct.unpack_from(">i", b, 23)[0] + 1 for b in batches]
@@ -183,10 +184,10 @@ def test_a_fetch_the_kernel_does_not_take_whole_is_left_to_the_reference_path(tm
         fetch = fetch[:-1] + bytes([fetch[-1] ^ 1])
     elif what == "a partial tail":
         fetch = fetch[:-5]
-    with kernel(CountingKernel()):
+    with kernel(stratalog_native):
         log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
         if what == "offsets that go back":
-            log.append_as_follower(fetch)
+            log.append_as_follower(fetch)   # batch by batch too: several into an empty segment
         try:
             log.append_as_follower(fetch)
         except StratalogError as error:
@@ -197,3 +198,4 @@ def test_a_fetch_the_kernel_does_not_take_whole_is_left_to_the_reference_path(tm
         log.close()
     assert answer == refused
     assert end == ([0] + ends)[whole]
+    assert one_call_writes == [0]
