@@ -90,7 +90,7 @@ def test_a_wait_on_many_partitions_is_woken_by_any_of_them_and_then_listed_on_no
 def test_long_polls_that_expire_on_an_idle_partition_leave_nothing_behind():
     async def run() -> tuple[list[bool], int, int, int]:
         signals = AppendSignals()
-        ended = [await signals.wait(signals.event(IDLE), 0.001) for _ in range(50)]
+        ended = [await signals.wait_any([signals.event(IDLE)], 0.001) for _ in range(50)]
         return ended, len(signals.event(IDLE)), signals.counts.expired, signals.counts.waiting
 
     assert asyncio.run(run()) == ([False] * 50, 0, 50, 0)
@@ -101,6 +101,6 @@ def test_a_signal_set_before_the_wait_answers_it_without_waiting():
         signals = AppendSignals()
         taken = signals.event(TP)
         signals.notify(TP)   # an append between the read and the wait
-        return await signals.wait(taken, 30), signals.counts.completed_by_append
+        return await signals.wait_any([taken], 30), signals.counts.completed_by_append
 
     assert asyncio.run(run()) == (True, 1)

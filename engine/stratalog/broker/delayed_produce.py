@@ -38,9 +38,9 @@ class DelayedProduces:
         return future
 
     async def wait(self, future: asyncio.Future[bool], deadline: float) -> bool:
-        """Wait for ``future`` (from ``watch``) until ``deadline`` (the loop's time); True if it completed,
-        False if the deadline came first (the timer completes it so). Either way it stays in its
-        partition's heap until ``discard``, the high watermark or news clears it."""
+        """Wait for ``future`` (from ``watch``) until ``deadline`` (the loop's time); True if a move of
+        the high watermark or news completed it (and took it out of its partition's heap), False if
+        the deadline came first: the timer completes it so, and it stays listed until ``discard``."""
         self.timer.wake_at(deadline, future)
         try:
             return await future

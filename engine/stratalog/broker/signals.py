@@ -85,12 +85,8 @@ class AppendSignals:
             signal = self._signals[tp] = Signal()
         return signal
 
-    async def wait(self, signal: Signal, timeout_s: float) -> bool:
-        """Wait for ``signal`` (from ``event()``) at most ``timeout_s``; True if it was set."""
-        return await self.wait_any([signal], timeout_s)
-
     async def wait_any(self, signals: list[Signal], timeout_s: float) -> bool:
-        """Wait until any of ``signals`` is set, at most ``timeout_s`` (a fetch of many partitions)."""
+        """Wait until any of ``signals`` (from ``event()``) is set, at most ``timeout_s``; True if one was."""
         if not signals:
             return False
         counts = self.counts
