@@ -13,23 +13,27 @@ TP = TopicPartition("t", 0)
 IDLE = TopicPartition("t", 1)
 
 
-def test_each_future_is_completed_with_false_at_its_own_deadline_in_deadline_order():
-    async def run() -> list[str]:
+def test_each_future_is_completed_with_false_at_its_own_deadline_in_deadline_order_and_none_sooner():
+    async def run() -> tuple[list[str], list[str]]:
         loop = asyncio.get_running_loop()
         timer = WakeTimer()
         order: list[str] = []
+        early: list[str] = []   # completed before its deadline
         start = loop.time()
         for name, after in (("late", 0.06), ("early", 0.02), ("middle", 0.04)):
             future: asyncio.Future[bool] = loop.create_future()
-            future.add_done_callback(lambda f, name=name: order.append(f"{name}={f.result()}"))
-            timer.wake_at(start + after, future)
-        await asyncio.sleep(0.01)
-        before = list(order)
-        await asyncio.sleep(0.1)
-        assert loop.time() - start >= 0.06
-        return before + order
 
-    assert asyncio.run(run()) == ["early=False", "middle=False", "late=False"]
+            def done(f: asyncio.Future[bool], name: str = name, deadline: float = start + after) -> None:
+                order.append(f"{name}={f.result()}")
+                if loop.time() < deadline:
+                    early.append(name)
+
+            future.add_done_callback(done)
+            timer.wake_at(start + after, future)
+        await asyncio.sleep(0.1)
+        return order, early
+
+    assert asyncio.run(run()) == (["early=False", "middle=False", "late=False"], [])
 
 
 def test_a_future_completed_before_its_deadline_keeps_its_own_result():
