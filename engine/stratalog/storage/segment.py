@@ -284,7 +284,7 @@ class LogSegment:
         each bound only grows with what is appended), the indexes have room for an entry a batch,
         and a segment still empty takes one batch only (its time roll is bounded by the first batch
         it holds). False, nothing written, otherwise: the caller then appends batch by batch."""
-        if len(batches) > 1 and self.log.size == 0 or self.should_roll(params):
+        if (len(batches) > 1 and self.log.size == 0) or self.should_roll(params):
             return False
         if len(batches) > min(self.offset_index.room(), self.time_index.room()):
             return False
