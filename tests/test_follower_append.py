@@ -136,11 +136,9 @@ def follow(log: Log, clock: Clock, rng: random.Random, fetches: int) -> list[obj
 
 
 def transactions(log: Log) -> object:
-    """The last stable offset and the open transactions, or what their scan of the log refused."""
-    try:
-        return log.last_stable_offset(), dict(log.transactions().ongoing)
-    except StratalogError as error:   # a marker whose records do not parse, written before it was read
-        return type(error).__name__, str(error)
+    """The last stable offset and the open transactions (their scan of the log never fails: a marker
+    whose records do not parse is refused before it is written)."""
+    return log.last_stable_offset(), dict(log.transactions().ongoing)
 
 
 def test_the_one_call_follower_append_leaves_every_answer_and_file_as_the_reference_path_does(
@@ -199,3 +197,47 @@ def test_a_fetch_the_kernel_does_not_take_whole_is_left_to_the_reference_path(tm
     assert answer == refused
     assert end == ([0] + ends)[whole]
     assert one_call_writes == [0]
+
+
+def damaged_marker(base_offset: int, epoch: int, how: str) -> bytes:
+    """An ABORT marker whose CRC matches but whose record, key or value does not parse."""
+    marker = bytearray(build_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=9, producer_epoch=0,
+                                                  coordinator_epoch=0, base_offset=base_offset, timestamp=T0,
+                                                  partition_leader_epoch=epoch))
+    if how == "records":
+        marker[61:] = b"\xff" * (len(marker) - 61)
+    elif how == "key version":
+        key = marker.find(b"\x00\x00\x00\x00", 61)   # the key: version 0, type ABORT (0)
+        marker[key:key + 2] = b"\xff\xff"
+    else:   # the value's version
+        marker[-7:-5] = b"\xff\xff"   # the record ends with its value, then its headers' count
+    recrc(marker)
+    return bytes(marker)
+
+
+@pytest.mark.parametrize("scanned", [False, True], ids=["state unread", "state read"])
+@pytest.mark.parametrize("how", ["records", "key version", "value version"])
+def test_a_fetch_with_a_transaction_marker_that_does_not_parse_is_refused_before_anything_is_written(
+        tmp_path, how, scanned):
+    leader = Leader(random.Random(3))
+    first = leader.batch(T0)
+    before = leader.batch(T0)
+    marker = damaged_marker(leader.next_offset, leader.epoch, how)
+    leader.next_offset += 1
+    after = leader.batch(T0)
+    with kernel(stratalog_native):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
+        end = log.append_as_follower(first)
+        if scanned:
+            log.transactions()   # the state known: a marker would be read right after its write
+        size = log.size
+        with pytest.raises(StratalogError) as refused:
+            log.append_as_follower(before + marker + after)
+        assert (log.log_end_offset, log.size) == (end, size)
+        log.set_high_watermark(log.log_end_offset)
+        assert log.last_stable_offset() == end   # the scan of the transactions still reads the log
+        following = log.append_as_follower(before)   # the batch before the marker still follows
+        log.close()
+    assert following == struct.unpack_from(">q", marker)[0]
+    assert type(refused.value).__name__ == "CorruptRecordError"
+    assert f"replicated batch of t-0 at offset {struct.unpack_from('>q', marker)[0]}" in str(refused.value)

@@ -23,7 +23,8 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stratalog.records import MAGIC_OFFSET, BatchHeader, ControlRecordType, decode_records, parse_control_key, parse_header
+from stratalog.records import (MAGIC_OFFSET, BatchHeader, ControlRecordType, decode_records, parse_control_key,
+                               parse_end_txn_marker, parse_header)
 from stratalog.records.batch_header import ATTRIBUTES_OFFSET, TRANSACTIONAL_BIT
 
 
@@ -103,6 +104,23 @@ def control_type(data: bytes | bytearray, header: BatchHeader) -> ControlRecordT
     if not records or records[0].key is None:
         return None
     return parse_control_key(records[0].key)
+
+
+def check_marker(data: bytes | bytearray, header: BatchHeader, *, source: str) -> None:
+    """Read a transactional control batch's marker as ``TransactionState.on_batch`` will, and its value
+    as Kafka's ``EndTransactionMarker`` does: raises ``CorruptRecordError`` when they do not parse.
+
+    For a batch about to be written without the leader's checks (a follower's copy): Kafka's follower
+    reads the marker before the append and refuses the fetch, where reading it after the write would
+    leave a marker on disk that every later scan of the log's transactions refuses."""
+    if not (header.is_control and header.is_transactional):
+        return
+    records = decode_records(data, source=source)
+    if not records:
+        return
+    marker = parse_control_key(records[0].key, source=source)
+    if marker in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        parse_end_txn_marker(records[0].value, source=source)
 
 
 @dataclass

@@ -50,7 +50,7 @@ from stratalog.records import (
     validate_batch,
 )
 from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT, TRANSACTIONAL_BIT
-from stratalog.records.transactions import AbortedTransaction, TransactionState
+from stratalog.records.transactions import AbortedTransaction, TransactionState, check_marker
 from stratalog.storage.file_region import FileRegion
 from stratalog.storage.isolation import FetchIsolation
 from stratalog.storage.segment import NEVER, LogSegment, RollParams
@@ -506,9 +506,9 @@ class Log:
     def append_as_follower(self, data: bytes) -> int:
         """Append a leader's whole batches as they are: its offsets, its batch leader epochs.
 
-        Each batch is checked whole (CRC) before anything is written; offsets must not go back
-        (a gap is fine: the leader's log may have been compacted). The leader-epoch cache learns
-        every epoch it sees. Returns the new log end offset.
+        Each batch is checked whole (its CRC; a transaction marker's records too) before anything is
+        written; offsets must not go back (a gap is fine: the leader's log may have been compacted).
+        The leader-epoch cache learns every epoch it sees. Returns the new log end offset.
         """
         appended = self._append_as_follower_at_once(data)
         if appended is not None:
@@ -528,7 +528,8 @@ class Log:
                     f"{self.topic_partition}: replicated batch at offset {info.base_offset} is below the "
                     f"follower's log end offset {end}")
             if info.magic >= 2:
-                validate_batch(batch, source=f"replicated batch of {self.topic_partition}")
+                source = f"replicated batch of {self.topic_partition} at offset {info.base_offset}"
+                check_marker(batch, validate_batch(batch, source=source), source=source)
             end = info.last_offset + 1
         with self.lock, self.failures.guard(self.log_dir, f"replicated append to {self.topic_partition}"):
             self._check_open()
@@ -547,8 +548,7 @@ class Log:
         """``append_as_follower``'s common case in one call and one write: ``data`` is whole v2 batches
         the native kernel has checked, after this log's end, none of which rolls the segment or is a
         control batch. None, nothing written, otherwise: the batch-by-batch path then decides, and
-        names what is wrong. (A control batch's records are read for the transaction state after its
-        write, and may be found damaged then: batch by batch, the batches after it stay unwritten.)"""
+        names what is wrong (a control batch's marker is read there, before the write)."""
         facts = follower_batches_natively(data)
         if not facts:
             return None
