@@ -94,7 +94,7 @@ def test_a_read_handed_on_without_its_region_keeps_every_other_fact():
     import dataclasses
     from stratalog.records import BatchInfo
     from stratalog.records.transactions import AbortedTransaction
-    from stratalog.storage.log import FetchInfo
+    from stratalog.storage.log_results import FetchInfo
     values = {"requested_offset": 7, "data": b"x", "high_watermark": 9, "log_start_offset": 1, "log_end_offset": 10,
               "first_entry_incomplete": True, "last_stable_offset": 8,
               "aborted_transactions": (AbortedTransaction(3, 4, 5),), "region": object(),

@@ -18,21 +18,22 @@ from stratalog.common.errors import StratalogError  # noqa: E402
 from stratalog.records import Compression, ControlRecordType, Record, build_batch  # noqa: E402
 from stratalog.records.batch_header import compute_crc  # noqa: E402
 from stratalog.records.control import build_end_txn_marker_batch  # noqa: E402
+from stratalog.storage import follower_append  # noqa: E402
 from stratalog.storage.log import Log  # noqa: E402
 
 @pytest.fixture
 def one_call_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many fetches the one-call path wrote (``Log._append_as_follower_at_once`` answering, not
-    declining), counted around the real method."""
+    """How many fetches the one-call path wrote (``follower_append._append_at_once`` answering, not
+    declining), counted around the real function."""
     written = [0]
-    real = Log._append_as_follower_at_once
+    real = follower_append._append_at_once
 
     def counted(log: Log, data: bytes) -> int | None:
         end = real(log, data)
         written[0] += end is not None
         return end
 
-    monkeypatch.setattr(Log, "_append_as_follower_at_once", counted)
+    monkeypatch.setattr(follower_append, "_append_at_once", counted)
     return written
 
 

@@ -17,7 +17,8 @@ from stratalog.common.errors import (
     RecordTooLargeError,
 )
 from stratalog.common.config import LogConfig
-from stratalog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from stratalog.storage.log import Log
+from stratalog.storage.timestamp_search import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from stratalog.records import Compression, Record, TimestampType, build_batch, decode_records, parse_header
 
 

@@ -18,7 +18,8 @@ from stratalog.records import BatchInfo, iter_batch_infos
 from stratalog.records.transactions import AbortedTransaction
 from stratalog.storage.file_region import FileRegion as FileRegion   # the transports send it
 from stratalog.storage.isolation import FetchIsolation as FetchIsolation   # the transports name it too
-from stratalog.storage.log import FetchInfo, Log
+from stratalog.storage.log import Log
+from stratalog.storage.log_results import FetchInfo
 
 READ_ATTEMPTS = 3
 

@@ -39,7 +39,8 @@ from stratalog.common.errors import (
     UnknownLeaderEpochError,
 )
 from stratalog.storage.isolation import FetchIsolation
-from stratalog.storage.log import AppendInfo, Log
+from stratalog.storage.log import Log
+from stratalog.storage.log_results import AppendInfo
 
 logger = logging.getLogger(__name__)
 

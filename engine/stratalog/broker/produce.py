@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from stratalog.common.errors import InvalidRequiredAcksError
-from stratalog.storage.log import AppendInfo, Log, PreparedAppend
+from stratalog.storage.log import Log
+from stratalog.storage.log_results import AppendInfo, PreparedAppend
 
 
 class Acks(enum.Enum):

@@ -56,11 +56,11 @@ from stratalog.common.errors import (
 )
 from stratalog.common.names import TopicPartition
 from stratalog.storage.isolation import FetchIsolation
-from stratalog.storage.log import (
+from stratalog.storage.log import Log
+from stratalog.storage.timestamp_search import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    Log,
     OffsetAndTimestamp,
 )
 from stratalog.storage.retention import delete_records

@@ -111,6 +111,12 @@ def iter_batch_infos(buf: Buffer, *, start: int = 0, source: str | None = None) 
         pos += info.size
 
 
+def split_batches(data: bytes) -> Iterator[tuple[BatchInfo, bytes]]:
+    """The whole batches of an in-memory buffer (a fetch's answer, a batch file), each with its bytes."""
+    for info in iter_batch_infos(data):
+        yield info, data[info.position : info.position + info.size]
+
+
 class WholeBatches(NamedTuple):
     """The whole batches at the start of a read, as a consumer keeps them of a fetch (``whole_batches``)."""
 

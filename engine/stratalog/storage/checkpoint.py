@@ -10,7 +10,6 @@ reject anything else with a message naming the file and the line.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import base64
 from collections.abc import Iterable, Mapping

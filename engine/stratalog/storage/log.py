@@ -4,8 +4,9 @@ As Kafka's ``UnifiedLog``, it owns the parts and says what offsets mean: the log
 the high watermark, leader epochs, the append's checks. The segments on disk, the log end offset
 (LEO) and the recovery point are its ``LocalLog`` (``local_log``); producers, transactions and
 their snapshots its ``LogProducers`` (``log_producers``); validation of incoming batches lives in
-``validation``, opening after a crash in ``loader``, deleting old segments in ``retention``. All
-of it changes under the one lock of this log.
+``validation``, a follower's append in ``follower_append``, ListOffsets' search in
+``timestamp_search``, opening after a crash in ``loader``, deleting old segments in ``retention``.
+All of it changes under the one lock of this log.
 
 The standalone engine is the only replica of each partition, so it is leader
 of epoch 0 and its high watermark follows the LEO (Kafka does the same for a
@@ -19,9 +20,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from stratalog.common.config import LogConfig
 from stratalog.common.errors import (
@@ -37,32 +36,19 @@ from stratalog.storage.log_producers import LogProducers
 from stratalog.storage.log_dir_failure import LogDirFailureChannel
 from stratalog.storage.producer_state import BatchMetadata, ProducerStates, last_sequence
 from stratalog.common.names import TopicPartition
-from stratalog.records import (
-    MAGIC_OFFSET,
-    BatchInfo,
-    Record,
-    TimestampType,
-    decode_any,
-    follower_batches_natively,
-    iter_batch_infos,
-    parse_header,
-    parse_legacy_entry,
-    validate_batch,
-)
-from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT, TRANSACTIONAL_BIT
-from stratalog.records.transactions import AbortedTransaction, TransactionState, check_marker
-from stratalog.storage.file_region import FileRegion
+from stratalog.records import MAGIC_OFFSET, Record, TimestampType
+from stratalog.records.info import split_batches
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET
+from stratalog.records.transactions import TransactionState
 from stratalog.storage.isolation import FetchIsolation
+from stratalog.storage.follower_append import append_as_follower
+from stratalog.storage.log_results import AppendInfo, FetchInfo, PreparedAppend
+from stratalog.storage.record_reads import records_with_type
 from stratalog.storage.segment import NEVER, LogSegment, RollParams
+from stratalog.storage.timestamp_search import OffsetAndTimestamp, offset_for_timestamp
 from stratalog.storage.validation import AsSentRules, ValidatedBatch, as_sent_rules, validate_leader_batch
 
 Clock = Callable[[], int]
-
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
 
 DEFAULT_LEADER_EPOCH = 0
 INLINE_APPEND_MAX_BYTES = 1 << 20   # the largest batch an event loop validates and appends itself
@@ -74,62 +60,6 @@ _PRODUCER_FIELDS_END = 23 + _PRODUCER_FIELDS.size
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class AppendInfo(NamedTuple):
-    """What an append did (a tuple, made for every append: a frozen dataclass costs a microsecond more)."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    record_count: int
-    size: int
-    log_start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchInfo:
-    """Raw batches from ``position`` of one segment; may start below the requested offset."""
-
-    requested_offset: int
-    data: bytes
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-    first_entry_incomplete: bool = False
-    # read_committed reads only (Kafka: -1 and null otherwise): where the read stopped, and the
-    # aborted transactions its range meets, which the reader skips.
-    last_stable_offset: int = -1
-    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
-    region: FileRegion | None = None   # a zero-copy read's batches, left in the file (``data`` is then empty)
-    start_batch: BatchInfo | None = None   # the header of the batch the read starts with (``SegmentSlice``)
-
-    @property
-    def size(self) -> int:
-        return self.region.size if self.region is not None else len(self.data)
-
-    def without_region(self) -> FetchInfo:
-        """This read's facts, its region handed on (``dataclasses.replace`` costs a fetch more)."""
-        return FetchInfo(self.requested_offset, self.data, self.high_watermark, self.log_start_offset,
-                         self.log_end_offset, self.first_entry_incomplete, self.last_stable_offset,
-                         self.aborted_transactions, None, self.start_batch)
-
-
-class PreparedAppend(NamedTuple):
-    """Batches validated against one config of one log, ready for ``Log.append_prepared``."""
-
-    log: Log
-    config: LogConfig
-    now_ms: int
-    batches: tuple[bytes | bytearray, ...]  # as sent, should they need validating again
-    validated: tuple[ValidatedBatch, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetAndTimestamp:
-    offset: int
-    timestamp: int
 
 
 class Log:
@@ -490,13 +420,13 @@ class Log:
         """Append batches that already carry their offsets (recovery tests, follower-style copies)."""
         with self.lock, self.failures.guard(self.log_dir, self._appending):
             self._check_open()
-            for info, batch in _split_batches(data):
+            for info, batch in split_batches(data):
                 if info.base_offset < self.log_end_offset:
                     raise OffsetOutOfRangeError(
                         f"{self.topic_partition}: batch at offset {info.base_offset} is below the log end "
                         f"offset {self.log_end_offset}"
                     )
-                segment = self._maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
+                segment = self.maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
                                            first_offset=info.base_offset)
                 segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
                 self.producer_state.on_batch_written(batch)
@@ -504,75 +434,8 @@ class Log:
                 self.high_watermark = self.log_end_offset
 
     def append_as_follower(self, data: bytes) -> int:
-        """Append a leader's whole batches as they are: its offsets, its batch leader epochs.
-
-        Each batch is checked whole (its CRC; a transaction marker's records too) before anything is
-        written; offsets must not go back (a gap is fine: the leader's log may have been compacted).
-        The leader-epoch cache learns every epoch it sees. Returns the new log end offset.
-        """
-        appended = self._append_as_follower_at_once(data)
-        if appended is not None:
-            return appended
-        batches = list(_split_batches(data))
-        end = self.log_end_offset
-        if (batches and batches[0][0].base_offset < end <= batches[0][0].last_offset
-                and end == self.log_start_offset and self.size == 0):
-            # An empty log starting inside the leader's first batch (a log start moved into a batch):
-            # take the batch whole, starting the log at its base, as Kafka's appendAsFollower does;
-            # the leader's log start offset is followed right after.
-            self.truncate_fully_and_start_at(batches[0][0].base_offset)
-            end = self.log_end_offset
-        for info, batch in batches:
-            if info.base_offset < end:
-                raise OffsetOutOfRangeError(
-                    f"{self.topic_partition}: replicated batch at offset {info.base_offset} is below the "
-                    f"follower's log end offset {end}")
-            if info.magic >= 2:
-                source = f"replicated batch of {self.topic_partition} at offset {info.base_offset}"
-                check_marker(batch, validate_batch(batch, source=source), source=source)
-            end = info.last_offset + 1
-        with self.lock, self.failures.guard(self.log_dir, f"replicated append to {self.topic_partition}"):
-            self._check_open()
-            for info, batch in batches:
-                segment = self._maybe_roll(info.size, info.max_timestamp, info.last_offset, self.clock(),
-                                           first_offset=info.base_offset)
-                segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
-                if info.magic >= 2:
-                    self.epoch_cache.assign(parse_header(batch).partition_leader_epoch, info.base_offset)
-                self.producer_state.on_batch_written(batch)
-            if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
-                self.flush()   # flush.messages holds for a follower's copy too
-            return self.log_end_offset
-
-    def _append_as_follower_at_once(self, data: bytes) -> int | None:
-        """``append_as_follower``'s common case in one call and one write: ``data`` is whole v2 batches
-        the native kernel has checked, after this log's end, none of which rolls the segment or is a
-        control batch. None, nothing written, otherwise: the batch-by-batch path then decides, and
-        names what is wrong (a control batch's marker is read there, before the write)."""
-        facts = follower_batches_natively(data)
-        if not facts:
-            return None
-        end = self.log_end_offset
-        for base_offset, last_offset, _, _, _, _, attributes in facts:
-            if base_offset < end or last_offset < base_offset or attributes & CONTROL_BIT:
-                return None
-            end = last_offset + 1
-        with self.lock, self.failures.guard(self.log_dir, f"replicated append to {self.topic_partition}"):
-            self._check_open()
-            params = RollParams(self.config.segment_ms, self.config.segment_bytes, max(f[2] for f in facts),
-                                facts[-1][1], len(data), self.clock())
-            if not self.active_segment.try_append_batches(data, [(last, ts, size) for _, last, ts, size, _, _, _ in facts],
-                                                          params):
-                return None
-            position = 0
-            for base_offset, _, _, size, epoch, producer_id, attributes in facts:
-                self.epoch_cache.assign(epoch, base_offset)
-                if producer_id >= 0 or attributes & TRANSACTIONAL_BIT:   # what the producer or transaction state takes
-                    self.producer_state.on_batch_written(data[position:position + size])
-                position += size
-            if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
-                self.flush()
-            return self.log_end_offset
+        """Append a leader's whole batches as they are (``follower_append``); returns the new log end offset."""
+        return append_as_follower(self, data)
 
     def set_high_watermark(self, offset: int) -> int:
         """Move the high watermark to ``offset`` clamped to [log start, log end]; returns where it is."""
@@ -580,8 +443,10 @@ class Log:
             self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
             return self.high_watermark
 
-    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int,
-                    first_offset: int | None = None) -> LogSegment:
+    def maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int,
+                   first_offset: int | None = None) -> LogSegment:
+        """The segment a write of batches with these facts goes to: the active one, or a new one
+        starting at the log end (or at ``first_offset``, past it) where ``should_roll`` says so."""
         segment = self.active_segment
         params = RollParams(self.config.segment_ms, self.config.segment_bytes, max_timestamp, last_offset, size, now)
         if segment.should_roll(params):
@@ -674,6 +539,26 @@ class Log:
                              piece.region, piece.start_batch)
         return FetchInfo(start_offset, b"", hw, start, leo, last_stable_offset=lso, aborted_transactions=aborted)
 
+    def read_records(self, start_offset: int, max_records: int | None = None, *,
+                     isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> Iterator[Record]:
+        """Decoded records from ``start_offset`` to the high watermark, or as ``isolation`` says
+        (for tools and loading, not the hot path: ``record_reads``)."""
+        for record, _ in records_with_type(self, start_offset, max_records, isolation):
+            yield record
+
+    def read_records_with_type(self, start_offset: int, max_records: int | None = None, *,
+                               isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
+                               ) -> Iterator[tuple[Record, TimestampType]]:
+        """Like ``read_records``, with each record's timestamp type (CreateTime or LogAppendTime)."""
+        return records_with_type(self, start_offset, max_records, isolation)
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets: the first offset whose timestamp is ≥ ``timestamp``, or a special time's answer
+        (``timestamp_search``), from the segments as they are now."""
+        with self.lock:
+            start, leo, segments = self.log_start_offset, self.log_end_offset, self.segments
+        return offset_for_timestamp(self.topic_partition, segments, start, leo, timestamp)
+
     # -- transactions: the last stable offset ------------------------------------------------
     def transactions(self) -> TransactionState:
         """The log's open and aborted transactions, scanned on first need (``LogProducers``)."""
@@ -701,76 +586,6 @@ class Log:
             with self.lock:
                 if transactions is self.producer_state.transactions:
                     return self._last_stable_offset(transactions)
-
-    def read_records(self, start_offset: int, max_records: int | None = None, *,
-                     isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK) -> Iterator[Record]:
-        """Decoded records from ``start_offset`` to the high watermark, or as ``isolation`` says
-        (for tools and loading, not the hot path)."""
-        for record, _ in self.read_records_with_type(start_offset, max_records, isolation=isolation):
-            yield record
-
-    def read_records_with_type(self, start_offset: int, max_records: int | None = None, *,
-                               isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
-                               ) -> Iterator[tuple[Record, TimestampType]]:
-        """Like ``read_records``, with each record's timestamp type (CreateTime or LogAppendTime)."""
-        offset = start_offset
-        remaining = max_records
-        while remaining is None or remaining > 0:
-            fetch = self.read(offset, 1 << 20, isolation=isolation)
-            if not fetch.data:
-                return
-            before = offset
-            for info, batch in _split_batches(fetch.data):
-                timestamp_type, records = _decode_with_type(info, batch, str(self.dir))
-                for record in records:
-                    if record.offset < offset:
-                        continue
-                    yield record, timestamp_type
-                    offset = record.offset + 1
-                    if remaining is not None:
-                        remaining -= 1
-                        if remaining == 0:
-                            return
-                # A batch emptied by compaction still moves the position past its offsets.
-                offset = max(offset, info.last_offset + 1)
-            if offset == before:
-                return
-
-    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
-        """ListOffsets: the first offset whose timestamp is ≥ ``timestamp``, or a special (-1, -2, -3, -4).
-
-        One deliberate difference from Kafka: Kafka searches only the first segment whose
-        largest timestamp reaches the target, and answers "none" when every match there
-        lies below the log start offset (a segment retention has not yet removed). Here
-        the search goes on to the next segments and returns the real first match.
-        """
-        with self.lock:
-            start, leo = self.log_start_offset, self.log_end_offset
-            segments = self.segments
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return OffsetAndTimestamp(start, -1)
-        if timestamp == LATEST_TIMESTAMP:
-            return OffsetAndTimestamp(leo, -1)
-        if timestamp == MAX_TIMESTAMP:
-            return self._max_timestamp_offset(segments)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            return OffsetAndTimestamp(-1, -1)
-        if timestamp < 0:
-            raise OffsetOutOfRangeError(f"{self.topic_partition}: timestamp {timestamp} is not a valid query")
-        for segment in segments:
-            if segment.max_timestamp_so_far < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, start)
-            if found is not None:
-                return OffsetAndTimestamp(found.offset, found.timestamp)
-        return None
-
-    def _max_timestamp_offset(self, segments: list[LogSegment]) -> OffsetAndTimestamp | None:
-        best = max(segments, key=lambda s: s.max_timestamp_so_far)
-        if best.max_timestamp_so_far < 0:
-            return None
-        record = best.find_offset_by_timestamp(best.max_timestamp_so_far, self.log_start_offset)
-        return OffsetAndTimestamp(record.offset, record.timestamp) if record else None
 
     # -- flush ------------------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
@@ -910,18 +725,3 @@ class Log:
         with self.lock, self.failures.guard(self.log_dir, f"deletion of {self.topic_partition}"):
             self.local.rename_dir(new_dir)
             self.epoch_cache.rebind(new_dir)
-
-
-def _decode_with_type(info: BatchInfo, batch: bytes, source: str) -> tuple[TimestampType, list[Record]]:
-    if info.magic >= 2:
-        timestamp_type = parse_header(batch).timestamp_type
-    else:
-        timestamp_type = parse_legacy_entry(batch, verify_crc=False).timestamp_type
-    return timestamp_type, decode_any(batch, 0, source=source)[1]
-
-
-def _split_batches(data: bytes) -> Iterator[tuple[BatchInfo, bytes]]:
-    """Walk whole batches of an in-memory buffer (a fetch result or a batch file)."""
-    for info in iter_batch_infos(data):
-        yield info, data[info.position : info.position + info.size]
-
