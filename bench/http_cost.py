@@ -26,7 +26,7 @@ from pathlib import Path
 
 import aiohttp
 
-from .compare import _process_cpu_seconds
+from .service_drivers import process_cpu_seconds
 from .http_wire import HttpWire
 from .service import RECORD_BATCH, start_server, until_ready
 from .workload import TOPIC, build_pool
@@ -67,12 +67,12 @@ async def measure(base: str, pid: int, clients: int, seconds: float, rounds: int
                     offset = int(following) if body and following is not None else 0   # start over at the end
                     done[partition] += 1
 
-            cpu, own = _process_cpu_seconds(pid), time.process_time()
+            cpu, own = process_cpu_seconds(pid), time.process_time()
             tasks = [asyncio.create_task(client(p)) for p in range(clients)]
             await asyncio.sleep(seconds)
             stop = True
             await asyncio.gather(*tasks)
-            figures[name].append((_process_cpu_seconds(pid) - cpu) / sum(done) * 1e6)
+            figures[name].append((process_cpu_seconds(pid) - cpu) / sum(done) * 1e6)
             figures[f"{name} (client)"].append((time.process_time() - own) / sum(done) * 1e6)
     for conn in connections:
         conn.close()
