@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .compare import KAFKA_JVM_OPTIONS, KAFKA_VERSION, kafka_libs, progress
+from .compare_processes import KAFKA_JVM_OPTIONS, KAFKA_VERSION, kafka_libs, progress
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -48,7 +48,7 @@ RECORD_BYTES = 100
 HEAP = ("-Xmx512m", "-Xms512m")
 JVM_OPTIONS = (*HEAP, *(o for o in KAFKA_JVM_OPTIONS if not o.startswith(("-Xmx", "-Xms"))),
                "-Duser.language=en", "-Duser.country=US")  # the summary line's numbers, whatever the locale
-# Kafka's defaults where tests/kafka_broker.py lowers them for tests (as bench/compare.py's BROKER_OVERRIDES).
+# Kafka's defaults where tests/kafka_broker.py lowers them for tests (as bench/compare_service.py's BROKER_OVERRIDES).
 BROKER_OVERRIDES = {"num.network.threads": "3", "num.io.threads": "8", "background.threads": "10"}
 PERF_CLASS = "org.apache.kafka.tools.ProducerPerformance"
 STOP_TIMEOUT_S = 30

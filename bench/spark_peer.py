@@ -44,7 +44,8 @@ from kafka_tools import KafkaToolchain  # type: ignore[import-not-found]  # noqa
 from . import machine  # noqa: E402
 from .spark import session  # noqa: E402
 
-from .compare import BROKER_OVERRIDES, KAFKA_VERSION, bench_broker_class, kafka_libs  # noqa: E402
+from .compare_processes import KAFKA_VERSION, kafka_libs  # noqa: E402
+from .compare_service import BROKER_OVERRIDES, bench_broker_class  # noqa: E402
 
 TOPIC = "bench"
 KEY_BYTES = 10
