@@ -44,7 +44,7 @@ from server_harness import kafka_batch  # noqa: E402
 
 NODES = 3
 RECORD_BYTES = 100
-# kafka-server-start.sh's settings (bench/compare.py), but three brokers and a producer share the memory here.
+# kafka-server-start.sh's settings (bench/compare_processes.py), but three brokers and a producer share the memory here.
 HEAP = ("-Xmx512m", "-Xms512m")
 JVM_OPTIONS = (*HEAP, *(o for o in KAFKA_JVM_OPTIONS if not o.startswith(("-Xmx", "-Xms"))),
                "-Duser.language=en", "-Duser.country=US")  # the summary line's numbers, whatever the locale
@@ -228,7 +228,7 @@ def probe_rate(cluster: KafkaCluster, topic: str, props: dict[str, str], seconds
     """Records/s of this setup once warm: a producer left running ``seconds`` past its first report, then killed.
 
     kafka-producer-perf-test stops after a number of records, not a time; this rate sizes the measured run to
-    last about ``--seconds``. The probe also warms this path of the brokers (JIT), as bench/compare.py's
+    last about ``--seconds``. The probe also warms this path of the brokers (JIT), as bench/compare_service.py's
     warm-up topic does for its broker."""
     out = work / f"probe-{topic}-{props['acks']}.out"
     command = perf_command(cluster, topic, props, 10**12, 0, "--reporting-interval", str(PROBE_WINDOW_MS))

@@ -14,7 +14,7 @@ stratalog_native = pytest.importorskip("stratalog_native")
 from kernel_choice import kernel  # noqa: E402
 from kernel_logs import T0, Clock, on_both_kernels, open_log  # noqa: E402
 from stratalog.common.config import LogConfig  # noqa: E402
-from stratalog.common.errors import StratalogError  # noqa: E402
+from stratalog.common.errors import CorruptRecordError, StratalogError  # noqa: E402
 from stratalog.records import Compression, ControlRecordType, Record, build_batch  # noqa: E402
 from stratalog.records.batch_header import compute_crc  # noqa: E402
 from stratalog.records.control import build_end_txn_marker_batch  # noqa: E402
@@ -200,30 +200,36 @@ def test_a_fetch_the_kernel_does_not_take_whole_is_left_to_the_reference_path(tm
     assert one_call_writes == [0]
 
 
-def damaged_marker(base_offset: int, epoch: int, how: str) -> bytes:
-    """An ABORT marker whose CRC matches but whose record, key or value does not parse."""
+def damaged_marker(base_offset: int, epoch: int, how: str) -> tuple[bytes, int]:
+    """An ABORT marker whose CRC matches but whose record, key or value does not parse, and the byte
+    where it stops parsing."""
     marker = bytearray(build_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=9, producer_epoch=0,
                                                   coordinator_epoch=0, base_offset=base_offset, timestamp=T0,
                                                   partition_leader_epoch=epoch))
+    key = marker.find(b"\x00\x00\x00\x00", 61)   # the key: version 0, type ABORT (0)
+    value = len(marker) - 7                         # the value (6 bytes), then the headers' count
     if how == "records":
         marker[61:] = b"\xff" * (len(marker) - 61)
+        where = 61
     elif how == "key version":
-        key = marker.find(b"\x00\x00\x00\x00", 61)   # the key: version 0, type ABORT (0)
         marker[key:key + 2] = b"\xff\xff"
-    else:   # the value's version
-        marker[-7:-5] = b"\xff\xff"   # the record ends with its value, then its headers' count
+        where = key
+    else:
+        marker[value:value + 2] = b"\xff\xff"
+        where = value
     recrc(marker)
-    return bytes(marker)
+    return bytes(marker), where
 
 
 @pytest.mark.parametrize("scanned", [False, True], ids=["state unread", "state read"])
-@pytest.mark.parametrize("how", ["records", "key version", "value version"])
+@pytest.mark.parametrize("how, reason", [("records", "varint"), ("key version", "Invalid version found for control record"),
+                                         ("value version", "Invalid version found for end transaction marker")])
 def test_a_fetch_with_a_transaction_marker_that_does_not_parse_is_refused_before_anything_is_written(
-        tmp_path, how, scanned):
+        tmp_path, how, reason, scanned):
     leader = Leader(random.Random(3))
     first = leader.batch(T0)
     before = leader.batch(T0)
-    marker = damaged_marker(leader.next_offset, leader.epoch, how)
+    marker, where = damaged_marker(leader.next_offset, leader.epoch, how)
     leader.next_offset += 1
     after = leader.batch(T0)
     with kernel(stratalog_native):
@@ -232,7 +238,7 @@ def test_a_fetch_with_a_transaction_marker_that_does_not_parse_is_refused_before
         if scanned:
             log.transactions()   # the state known: a marker would be read right after its write
         size = log.size
-        with pytest.raises(StratalogError) as refused:
+        with pytest.raises(CorruptRecordError) as refused:
             log.append_as_follower(before + marker + after)
         assert (log.log_end_offset, log.size) == (end, size)
         log.set_high_watermark(log.log_end_offset)
@@ -241,4 +247,25 @@ def test_a_fetch_with_a_transaction_marker_that_does_not_parse_is_refused_before
         log.close()
     assert following == struct.unpack_from(">q", marker)[0]
     assert type(refused.value).__name__ == "CorruptRecordError"
-    assert f"replicated batch of t-0 at offset {struct.unpack_from('>q', marker)[0]}" in str(refused.value)
+    assert refused.value.source == f"replicated batch of t-0 at offset {struct.unpack_from('>q', marker)[0]}"
+    assert (refused.value.position, reason in refused.value.reason) == (where, True), refused.value
+
+
+def test_an_empty_log_starting_inside_the_first_batch_keeps_its_start_when_the_fetch_is_refused(tmp_path):
+    leader = Leader(random.Random(4))
+    leader.next_offset = 10
+    first = build_batch([Record(10 + i, T0, b"k", b"v") for i in range(4)], base_offset=10,
+                        partition_leader_epoch=leader.epoch)   # offsets 10..13
+    leader.next_offset = 14
+    damaged = bytearray(leader.batch(T0))
+    damaged[-1] ^= 1   # its CRC no longer matches
+    with kernel(stratalog_native):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
+        log.truncate_fully_and_start_at(12)   # the leader's log start moved inside that batch
+        with pytest.raises(CorruptRecordError):
+            log.append_as_follower(first + bytes(damaged))
+        refused = (log.log_start_offset, log.log_end_offset)
+        taken = log.append_as_follower(first)   # the batch alone: taken whole, the log restarted at its base
+        log.close()
+    assert refused == (12, 12)
+    assert taken == 14

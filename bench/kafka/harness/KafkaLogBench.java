@@ -1,7 +1,7 @@
 /*
  * Kafka's side of bench/compare.py: the storage-layer workloads run through Apache Kafka's own log
  * classes (kafka-storage 4.3.1: UnifiedLog, LogSegment, Cleaner), in process, without a broker or a
- * network. Ours, not Kafka's; bench/compare.py compiles it at run time with
+ * network. Ours, not Kafka's; bench/compare_processes.py compiles it at run time with
  *     javac -cp "<libs>/*" -d <cache> KafkaLogBench.java
  * (the .class files go to a cache outside the repository) and runs one subcommand per JVM:
  *

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from stratalog.records import (MAGIC_OFFSET, BatchHeader, ControlRecordType, decode_records, parse_control_key,
                                parse_end_txn_marker, parse_header)
-from stratalog.records.batch_header import ATTRIBUTES_OFFSET, TRANSACTIONAL_BIT
+from stratalog.records.batch_header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, TRANSACTIONAL_BIT, V2_HEADER_SIZE
+from stratalog.records.varint import decode_varint
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,20 +108,37 @@ def control_type(data: bytes | bytearray, header: BatchHeader) -> ControlRecordT
 
 
 def check_marker(data: bytes | bytearray, header: BatchHeader, *, source: str) -> None:
-    """Read a transactional control batch's marker as ``TransactionState.on_batch`` will, and its value
-    as Kafka's ``EndTransactionMarker`` does: raises ``CorruptRecordError`` when they do not parse.
+    """Read a transactional control batch's marker before it is written without the leader's checks
+    (a follower's copy), as Kafka's follower reads it before its append (``ProducerAppendInfo``,
+    ``EndTransactionMarker.deserialize``): raises ``CorruptRecordError`` at the byte where its
+    records, its key or a COMMIT or ABORT marker's value do not parse.
 
-    For a batch about to be written without the leader's checks (a follower's copy): Kafka's follower
-    reads the marker before the append and refuses the fetch, where reading it after the write would
-    leave a marker on disk that every later scan of the log's transactions refuses."""
+    That is what ``TransactionState.on_batch`` reads (the records, the key's type), and then what
+    Kafka reads besides: a key that is there, and the value. A marker of an unknown type is let
+    through, as ``on_batch`` ignores it. Stricter than Kafka for a transactional control batch
+    without a producer id, whose marker Kafka does not read but ``on_batch`` does."""
     if not (header.is_control and header.is_transactional):
         return
     records = decode_records(data, source=source)
     if not records:
         return
-    marker = parse_control_key(records[0].key, source=source)
+    key_at, value_at = _first_key_and_value_places(data, header)
+    marker = parse_control_key(records[0].key, position=key_at, source=source)
     if marker in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-        parse_end_txn_marker(records[0].value, source=source)
+        parse_end_txn_marker(records[0].value, position=value_at, source=source)
+
+
+def _first_key_and_value_places(data: bytes | bytearray, header: BatchHeader) -> tuple[int, int]:
+    """Where the first record's key and value begin in an uncompressed batch whose records have been
+    read whole (so each varint here is sound); in a compressed one, where its records begin."""
+    if header.attributes & COMPRESSION_MASK:
+        return V2_HEADER_SIZE, V2_HEADER_SIZE
+    _, at = decode_varint(data, V2_HEADER_SIZE)   # the record's length
+    _, at = decode_varint(data, at + 1)            # past its attributes: the timestamp delta
+    _, at = decode_varint(data, at)                # the offset delta
+    key_length, key_at = decode_varint(data, at)
+    _, value_at = decode_varint(data, key_at + max(key_length, 0))
+    return key_at, value_at
 
 
 @dataclass

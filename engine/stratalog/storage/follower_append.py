@@ -31,13 +31,13 @@ def append_as_follower(log: Log, data: bytes) -> int:
         return appended
     batches = list(split_batches(data))
     end = log.log_end_offset
+    restart = None
     if (batches and batches[0][0].base_offset < end <= batches[0][0].last_offset
             and end == log.log_start_offset and log.size == 0):
         # An empty log starting inside the leader's first batch (a log start moved into a batch):
         # take the batch whole, starting the log at its base, as Kafka's appendAsFollower does;
-        # the leader's log start offset is followed right after.
-        log.truncate_fully_and_start_at(batches[0][0].base_offset)
-        end = log.log_end_offset
+        # the leader's log start offset is followed right after. Once every batch has passed.
+        restart = end = batches[0][0].base_offset
     for info, batch in batches:
         if info.base_offset < end:
             raise OffsetOutOfRangeError(
@@ -47,6 +47,8 @@ def append_as_follower(log: Log, data: bytes) -> int:
             source = f"replicated batch of {log.topic_partition} at offset {info.base_offset}"
             check_marker(batch, validate_batch(batch, source=source), source=source)
         end = info.last_offset + 1
+    if restart is not None:
+        log.truncate_fully_and_start_at(restart)
     with log.lock, log.failures.guard(log.log_dir, f"replicated append to {log.topic_partition}"):
         log.local.check_open()
         for info, batch in batches:

@@ -417,7 +417,8 @@ class Log:
                                last_seq, self._appending)
 
     def append_raw(self, data: bytes) -> None:
-        """Append batches that already carry their offsets (recovery tests, follower-style copies)."""
+        """Append batches that already carry their offsets, unchecked: for tests that build logs, damaged
+        ones included (a follower's copy is ``append_as_follower``, which checks each batch first)."""
         with self.lock, self.failures.guard(self.log_dir, self._appending):
             self._check_open()
             for info, batch in split_batches(data):
