@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from stratalog.records import (MAGIC_OFFSET, BatchHeader, ControlRecordType, decode_records, parse_control_key,
                                parse_end_txn_marker, parse_header)
 from stratalog.records.batch_header import ATTRIBUTES_OFFSET, COMPRESSION_MASK, TRANSACTIONAL_BIT, V2_HEADER_SIZE
-from stratalog.records.varint import decode_varint
+from stratalog.records.varint import VARLONG_MAX_BYTES, decode_varint
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +134,7 @@ def _first_key_and_value_places(data: bytes | bytearray, header: BatchHeader) ->
     if header.attributes & COMPRESSION_MASK:
         return V2_HEADER_SIZE, V2_HEADER_SIZE
     _, at = decode_varint(data, V2_HEADER_SIZE)   # the record's length
-    _, at = decode_varint(data, at + 1)            # past its attributes: the timestamp delta
+    _, at = decode_varint(data, at + 1, limit=VARLONG_MAX_BYTES)   # past its attributes: the timestamp delta
     _, at = decode_varint(data, at)                # the offset delta
     key_length, key_at = decode_varint(data, at)
     _, value_at = decode_varint(data, key_at + max(key_length, 0))
