@@ -62,6 +62,20 @@ def agent_url(name: str, ns: str) -> str:
     return f"https://{name}.{ns}.svc:8092"
 
 
+def wait_for_endpoint(node: Node, ns: str, service: str, pod: str, timeout: float = 120) -> None:
+    """Until ``service``'s EndpointSlices list ``pod`` at its current address as ready: a pod that has
+    just become Ready is not yet behind its Service (the endpoints controller, then kube-proxy, follow
+    it), and a client sent there first finds the Service's port refused."""
+    def routed() -> bool:
+        ip = get(node, ns, "pod", pod).get("status", {}).get("podIP")
+        slices = get(node, ns, "endpointslices", "-l", f"kubernetes.io/service-name={service}").get("items", [])
+        return bool(ip) and any(
+            ip in endpoint.get("addresses", []) and (endpoint.get("targetRef") or {}).get("name") == pod
+            and (endpoint.get("conditions") or {}).get("ready") is True
+            for piece in slices for endpoint in piece.get("endpoints") or [])
+    node.wait_for(f"{pod} behind Service {service}", routed, timeout=timeout, namespace=ns)
+
+
 def install(node: Node, release: str, ns: str, *values: str) -> None:
     """The chart with its secure defaults: a TLS Secret in cert-manager's layout made for the
     namespace first, and the namespace's ``default`` ServiceAccount (which client pods run as)

@@ -125,6 +125,7 @@ def test_a_deleted_agent_pod_comes_back_from_its_statefulset_with_every_acknowle
     # Deleted gracefully (SIGTERM), the engine closed its directories cleanly: no recovery on the way back.
     logs = node.kubectl("-n", NS, "logs", "dir-a-0")
     assert len(re.findall(r"clean shutdown \(recovery skipped\)", logs)) == 2, logs[-3000:]
+    resources.wait_for_endpoint(node, NS, "dir-a", "dir-a-0")
     after = produce_and_read(node, "client-c", [])
     assert {(r["partition"], r["offset"], r["value"]) for r in before} == \
         {(r["partition"], r["offset"], r["value"]) for r in after}
@@ -143,6 +144,7 @@ def test_a_settings_change_rolls_the_agent_pod_and_its_timers_then_run_retention
                   and condition(p, "Ready").get("status") == "True", timeout=240, namespace=NS)
     engine_config = get(node, "configmap", "dir-a-engine")["data"]["engine.properties"]
     assert "log.retention.check.interval.ms=1000" in engine_config, engine_config
+    resources.wait_for_endpoint(node, NS, "dir-a", "dir-a-0")
 
     small = {"segment.bytes": 200, "file.delete.delay.ms": 1000}
     node.kubectl("-n", NS, "apply", "-f", "-", input=topic("expiring", "dir-a", 1, config={
