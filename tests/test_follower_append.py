@@ -222,8 +222,11 @@ def damaged_marker(base_offset: int, epoch: int, how: str) -> tuple[bytes, int]:
 
 
 @pytest.mark.parametrize("scanned", [False, True], ids=["state unread", "state read"])
-@pytest.mark.parametrize("how, reason", [("records", "varint"), ("key version", "Invalid version found for control record"),
-                                         ("value version", "Invalid version found for end transaction marker")])
+@pytest.mark.parametrize("how, reason", [
+    ("records", "varint"),
+    ("key version", "Invalid version found for control record"),
+    ("value version", "Invalid version found for end transaction marker"),
+])
 def test_a_fetch_with_a_transaction_marker_that_does_not_parse_is_refused_before_anything_is_written(
         tmp_path, how, reason, scanned):
     leader = Leader(random.Random(3))
@@ -246,14 +249,12 @@ def test_a_fetch_with_a_transaction_marker_that_does_not_parse_is_refused_before
         following = log.append_as_follower(before)   # the batch before the marker still follows
         log.close()
     assert following == struct.unpack_from(">q", marker)[0]
-    assert type(refused.value).__name__ == "CorruptRecordError"
     assert refused.value.source == f"replicated batch of t-0 at offset {struct.unpack_from('>q', marker)[0]}"
     assert (refused.value.position, reason in refused.value.reason) == (where, True), refused.value
 
 
 def test_an_empty_log_starting_inside_the_first_batch_keeps_its_start_when_the_fetch_is_refused(tmp_path):
     leader = Leader(random.Random(4))
-    leader.next_offset = 10
     first = build_batch([Record(10 + i, T0, b"k", b"v") for i in range(4)], base_offset=10,
                         partition_leader_epoch=leader.epoch)   # offsets 10..13
     leader.next_offset = 14
