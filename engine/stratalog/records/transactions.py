@@ -107,31 +107,37 @@ def control_type(data: bytes | bytearray, header: BatchHeader) -> ControlRecordT
     return parse_control_key(records[0].key)
 
 
+def read_marker(data: bytes | bytearray, *, source: str | None = None) -> tuple[ControlRecordType, int | None] | None:
+    """The marker of a whole v2 control batch, as Kafka's ``EndTransactionMarker.deserialize`` reads it:
+    its type and, for COMMIT or ABORT, its coordinator epoch; None for a batch without records.
+    Raises ``CorruptRecordError`` at the byte where its records, its key or such a marker's value do
+    not parse."""
+    records = decode_records(data, source=source)
+    if not records:
+        return None
+    key_at, value_at = _first_key_and_value_places(data)
+    marker = parse_control_key(records[0].key, position=key_at, source=source)
+    if marker not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        return marker, None
+    return marker, parse_end_txn_marker(records[0].value, position=value_at, source=source)
+
+
 def check_marker(data: bytes | bytearray, header: BatchHeader, *, source: str) -> None:
-    """Read a transactional control batch's marker before it is written without the leader's checks
-    (a follower's copy), as Kafka's follower reads it before its append (``ProducerAppendInfo``,
-    ``EndTransactionMarker.deserialize``): raises ``CorruptRecordError`` at the byte where its
-    records, its key or a COMMIT or ABORT marker's value do not parse.
+    """``read_marker`` of a transactional control batch about to be written without the leader's checks
+    (a follower's copy), as Kafka's follower reads it before its append (``ProducerAppendInfo``).
 
     That is what ``TransactionState.on_batch`` reads (the records, the key's type), and then what
     Kafka reads besides: a key that is there, and the value. A marker of an unknown type is let
     through, as ``on_batch`` ignores it. Stricter than Kafka for a transactional control batch
     without a producer id, whose marker Kafka does not read but ``on_batch`` does."""
-    if not (header.is_control and header.is_transactional):
-        return
-    records = decode_records(data, source=source)
-    if not records:
-        return
-    key_at, value_at = _first_key_and_value_places(data, header)
-    marker = parse_control_key(records[0].key, position=key_at, source=source)
-    if marker in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-        parse_end_txn_marker(records[0].value, position=value_at, source=source)
+    if header.is_control and header.is_transactional:
+        read_marker(data, source=source)
 
 
-def _first_key_and_value_places(data: bytes | bytearray, header: BatchHeader) -> tuple[int, int]:
+def _first_key_and_value_places(data: bytes | bytearray) -> tuple[int, int]:
     """Where the first record's key and value begin in an uncompressed batch whose records have been
     read whole (so each varint here is sound); in a compressed one, where its records begin."""
-    if header.attributes & COMPRESSION_MASK:
+    if data[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK:
         return V2_HEADER_SIZE, V2_HEADER_SIZE
     _, at = decode_varint(data, V2_HEADER_SIZE)   # the record's length
     _, at = decode_varint(data, at + 1, limit=VARLONG_MAX_BYTES)   # past its attributes: the timestamp delta

@@ -25,9 +25,9 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 
 from stratalog.common.errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError
-from stratalog.records import MAGIC_OFFSET, decode_records
+from stratalog.records import MAGIC_OFFSET
 from stratalog.records.batch_header import ATTRIBUTES_OFFSET, CONTROL_BIT
-from stratalog.records.control import ControlRecordType, parse_control_key, parse_end_txn_marker
+from stratalog.records.transactions import read_marker
 from stratalog.storage.producer_snapshot import ProducerSnapshotEntry
 
 BATCHES_KEPT = 5   # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max.in.flight.requests.per.connection)
@@ -156,7 +156,6 @@ _PRODUCER_FIELDS = struct.Struct(">qhi")   # producer id, producer epoch, base s
 _BASE_OFFSET = struct.Struct(">q")
 _LAST_OFFSET_DELTA = struct.Struct(">i")   # at byte 23
 _MAX_TIMESTAMP = struct.Struct(">q")       # at byte 35
-_END_MARKERS = (ControlRecordType.COMMIT, ControlRecordType.ABORT)
 
 
 def feed_batch(states: ProducerStates, data: bytes | bytearray) -> None:
@@ -178,10 +177,9 @@ def feed_batch(states: ProducerStates, data: bytes | bytearray) -> None:
 
 def _feed_marker(states: ProducerStates, producer_id: int, epoch: int, data: bytes | bytearray) -> None:
     try:
-        records = decode_records(data)
-        if not records or parse_control_key(records[0].key) not in _END_MARKERS:
-            return
-        coordinator_epoch = parse_end_txn_marker(records[0].value)
+        marker = read_marker(data)
     except CorruptRecordError:
         return   # the batch is in the log already; a marker Kafka could not read changes no producer
-    states.on_marker(producer_id, epoch, coordinator_epoch, _MAX_TIMESTAMP.unpack_from(data, 35)[0])
+    if marker is None or marker[1] is None:
+        return   # no records, or not a transaction's end
+    states.on_marker(producer_id, epoch, marker[1], _MAX_TIMESTAMP.unpack_from(data, 35)[0])
