@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stratalog.common.errors import OffsetOutOfRangeError
-from stratalog.records import follower_batches_natively, parse_header, validate_batch
+from stratalog.records import follower_batches_natively, validate_batch
 from stratalog.records.batch_header import CONTROL_BIT, TRANSACTIONAL_BIT
 from stratalog.records.info import split_batches
 from stratalog.records.transactions import check_marker
@@ -38,25 +38,30 @@ def append_as_follower(log: Log, data: bytes) -> int:
         # take the batch whole, starting the log at its base, as Kafka's appendAsFollower does;
         # the leader's log start offset is followed right after. Once every batch has passed.
         restart = end = batches[0][0].base_offset
+    epochs: list[int | None] = []   # each batch's leader epoch, from the header its check read (v2 only)
     for info, batch in batches:
         if info.base_offset < end:
             raise OffsetOutOfRangeError(
                 f"{log.topic_partition}: replicated batch at offset {info.base_offset} is below the "
                 f"follower's log end offset {end}")
+        epoch = None
         if info.magic >= 2:
             source = f"replicated batch of {log.topic_partition} at offset {info.base_offset}"
-            check_marker(batch, validate_batch(batch, source=source), source=source)
+            header = validate_batch(batch, source=source)
+            check_marker(batch, header, source=source)
+            epoch = header.partition_leader_epoch
+        epochs.append(epoch)
         end = info.last_offset + 1
     if restart is not None:
         log.truncate_fully_and_start_at(restart)
     with log.lock, log.failures.guard(log.log_dir, f"replicated append to {log.topic_partition}"):
         log.local.check_open()
-        for info, batch in batches:
+        for (info, batch), epoch in zip(batches, epochs):
             segment = log.maybe_roll(info.size, info.max_timestamp, info.last_offset, log.clock(),
                                      first_offset=info.base_offset)
             segment.append(info.last_offset, info.max_timestamp, info.last_offset, batch)
-            if info.magic >= 2:
-                log.epoch_cache.assign(parse_header(batch).partition_leader_epoch, info.base_offset)
+            if epoch is not None:
+                log.epoch_cache.assign(epoch, info.base_offset)
             log.producer_state.on_batch_written(batch)
         if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
             log.flush()   # flush.messages holds for a follower's copy too
