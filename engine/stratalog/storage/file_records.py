@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stratalog.records import BatchInfo, native
+from stratalog.storage import disk_reservation
 from stratalog.storage.batch_scan import HEADER_READ_AHEAD, HEADER_SCAN_CHUNK, scan_batches
 from stratalog.storage.file_region import FileRegion
 
@@ -34,8 +35,15 @@ class FileRecords:
         if create and preallocate_bytes:
             os.ftruncate(self._fd, preallocate_bytes)
             self._size = 0
+            self._reserved_end = 0
         else:
-            self._size = os.fstat(self._fd).st_size
+            status = os.fstat(self._fd)
+            self._size = status.st_size
+            # Where blocks reserved past the logical end stop (``disk_reservation``), the size where none
+            # are. Blocks already past the end were reserved by a process that was killed: the
+            # next trim releases them.
+            held = not read_only and disk_reservation.held_past_end(status)
+            self._reserved_end = self._size + 1 if held else self._size
 
     # -- basic I/O --------------------------------------------------------------------------
     @property
@@ -77,6 +85,8 @@ class FileRecords:
         kernel = native.kernel
         if kernel is None:
             return None
+        if self._size + len(data) > self._reserved_end:
+            self._reserve(self._size + len(data))
         try:
             accepted: tuple[int, int, int] | None = kernel.append_as_sent(
                 self.fd, self._size, data, base_offset, leader_epoch, rules, now_ms, roll_after_timestamp,
@@ -90,6 +100,8 @@ class FileRecords:
 
     def _write(self, head: bytes, view: memoryview) -> int:
         position = self._size
+        if position + len(head) + len(view) > self._reserved_end:
+            self._reserve(position + len(head) + len(view))
         try:
             if head:   # one system call for both parts, as a rule; the loop below takes any remainder
                 written = os.pwritev(self.fd, (head, view), position)
@@ -109,12 +121,20 @@ class FileRecords:
         self._size = position
         return appended
 
+    def _reserve(self, end: int) -> None:
+        """Blocks reserved up to ``end`` and a window past it. A failed reservation is not tried
+        again before the file grows past that window: on a full disk, one call a window."""
+        target = max(end, self._size + disk_reservation.window(self._size))
+        disk_reservation.reserve(self.fd, self._size, target - self._size)   # blocks held already stay
+        self._reserved_end = target
+
     def _cut_torn_write(self) -> None:
         """Leave no partial batch behind for a later append to follow (best effort: the truncation
         can fail too, and then the directory goes offline before anything else is acknowledged, and
         recovery cuts the torn tail at the next start)."""
         try:
             os.ftruncate(self.fd, self._size)
+            self._reserved_end = self._size
         except OSError:
             pass
 
@@ -136,14 +156,16 @@ class FileRecords:
         if size > self._size:
             raise ValueError(f"{self.path}: cannot truncate to {size}, the file holds {self._size} bytes")
         removed = self._size - size
-        os.ftruncate(self.fd, size)
-        self._size = size
+        os.ftruncate(self.fd, size)   # reserved blocks past ``size`` go too
+        self._size = self._reserved_end = size
         return removed
 
     def trim(self) -> None:
-        """Drop preallocated space past the logical end."""
-        if os.fstat(self.fd).st_size != self._size:
+        """Drop preallocated space and reserved blocks past the logical end (a truncation to the
+        file's own size releases the blocks that ``fallocate`` kept past it)."""
+        if self._reserved_end > self._size or os.fstat(self.fd).st_size != self._size:
             os.ftruncate(self.fd, self._size)
+            self._reserved_end = self._size
 
     def close(self) -> None:
         if self._fd is not None:
