@@ -136,9 +136,11 @@ class _Index:
         if self._fd is not None:
             os.fsync(self._fd)
 
-    def close(self) -> None:
+    def close(self, *, write_pending: bool = True) -> None:
+        """Release the descriptor, after writing the entries not yet in the file unless told not to
+        (a segment thrown away, or in a directory gone offline, where a write can only fail)."""
         try:
-            if self._loaded:
+            if self._loaded and write_pending:
                 self._write_pending()
         finally:
             if self._fd is not None:

@@ -544,10 +544,11 @@ class LogSegment:
             self.close_files()  # a failed trim must not keep descriptors (and the disk) busy
 
     def close_files(self) -> None:
-        """Release file descriptors without trimming (the segment is being thrown away)."""
+        """Release file descriptors without trimming or writing index entries (the segment is being
+        thrown away, or its directory is offline; ``close`` has trimmed before it calls this)."""
         self.log.close()
-        self.offset_index.close()
-        self.time_index.close()
+        self.offset_index.close(write_pending=False)
+        self.time_index.close(write_pending=False)
 
     def files(self) -> list[Path]:
         return [self.log.path, self.offset_index.path, self.time_index.path]
