@@ -162,7 +162,7 @@ class _Index:
         self.path = new_path
 
     def delete_file(self) -> None:
-        self.close()
+        self.close(write_pending=False)   # entries of a file about to go: writing them can only fail
         self.path.unlink(missing_ok=True)
 
     def _truncate_entries(self, count: int) -> None:
