@@ -21,6 +21,7 @@ from stratalog.storage import disk_reservation
 from stratalog.storage.disk_reservation import MAX_WINDOW, MIN_WINDOW, window
 from stratalog.storage.loader import load_log
 from stratalog.storage.log import Log
+from stratalog.storage.segment import LogSegment
 
 KERNELS = [pytest.param(None, id="python"), pytest.param(stratalog_native, id="native")]
 
@@ -143,5 +144,48 @@ def test_on_a_full_disk_appends_fill_the_reserved_blocks_and_then_fail_with_one_
             assert len(calls) == reserved_calls + 1 and not calls[-1][2]
             assert os.stat(log.active_segment.log.path).st_size == log.active_segment.size
             log.close()
+    finally:
+        small.unmount()
+
+
+@pytest.mark.parametrize("module", KERNELS)
+def test_releasing_the_blocks_at_a_roll_and_a_close_keeps_each_segments_mtime(tmp_path, module):
+    """Retention and the cleaner read a segment's mtime where it has no timestamps: it stays the time
+    of its last write, not the time its blocks were released."""
+    with kernel(module):
+        log = open_log(tmp_path / "t-0", LogConfig.from_overrides({}), Clock())
+        fill(log, 100 << 10)
+        first = log.active_segment.log.path
+        os.utime(first, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))   # written long ago
+        log.roll()
+        assert first.stat().st_mtime_ns == 1_000_000_000_000_000_000
+        assert allocated(first) == whole_blocks(first.stat().st_size)
+        fill(log, 100 << 10)
+        second = log.active_segment.log.path
+        os.utime(second, ns=(1_100_000_000_000_000_000, 1_100_000_000_000_000_000))
+        log.close()
+        assert second.stat().st_mtime_ns == 1_100_000_000_000_000_000
+        assert allocated(second) == whole_blocks(second.stat().st_size)
+
+
+def test_a_segment_deleted_on_a_full_disk_leaves_no_file_and_does_not_write_its_pending_index_entries(tmp_path):
+    """A segment dropped while active (a follower's full truncation, a cleaner's failed pass) goes when
+    the disk is full: the index entries of files about to be deleted are not written first."""
+    small = Tmpfs(tmp_path / "small", size="2m")
+    try:
+        segment = LogSegment(small.path, 0, index_interval_bytes=4096, max_index_size=1 << 20, create=True,
+                             now_ms=0)
+        for i in range(10):   # an index entry every 4 KiB, none written yet
+            data = build_batch([Record(i, 1_000 + i, None, b"v" * 4000)], base_offset=i)
+            segment.append(i, 1_000 + i, i, data)
+        assert segment.offset_index.entries > 0
+        small.fill()
+        # A fetch still sending from the segment holds its blocks: deleting the .log frees nothing.
+        reader = os.open(segment.log.path, os.O_RDONLY)
+        try:
+            segment.delete_files()
+        finally:
+            os.close(reader)
+        assert not [p for p in small.path.iterdir() if not p.name.startswith("ballast")]
     finally:
         small.unmount()

@@ -123,9 +123,13 @@ class FileRecords:
 
     def _reserve(self, end: int) -> None:
         """Blocks reserved up to ``end`` and a window past it. A failed reservation is not tried
-        again before the file grows past that window: on a full disk, one call a window."""
+        again before the file grows past that window: on a full disk, one call a window. What a
+        failed one may have allocated (ext4 keeps part of a range it could not finish) is given
+        back, for the write that follows and for other files."""
         target = max(end, self._size + disk_reservation.window(self._size))
-        disk_reservation.reserve(self.fd, self._size, target - self._size)   # blocks held already stay
+        if not disk_reservation.reserve(self.fd, self._size, target - self._size):   # blocks held stay held
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, self._size)
         self._reserved_end = target
 
     def _cut_torn_write(self) -> None:
@@ -163,8 +167,12 @@ class FileRecords:
     def trim(self) -> None:
         """Drop preallocated space and reserved blocks past the logical end (a truncation to the
         file's own size releases the blocks that ``fallocate`` kept past it)."""
-        if self._reserved_end > self._size or os.fstat(self.fd).st_size != self._size:
+        status = os.fstat(self.fd)
+        if self._reserved_end > self._size or status.st_size != self._size:
             os.ftruncate(self.fd, self._size)
+            # A truncation stamps the file's mtime, which retention and the cleaner read for segments
+            # without timestamps: it stays the time of the last write, as Kafka leaves it.
+            os.utime(self.fd, ns=(status.st_atime_ns, status.st_mtime_ns))
             self._reserved_end = self._size
 
     def close(self) -> None:

@@ -317,9 +317,9 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """At roll: the final time-index entry, then trim every file to its content."""
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        self.log.trim()   # first: the blocks it held past its end are free for the index writes
         self.offset_index.trim()
         self.time_index.trim()
-        self.log.trim()
         # An inactive segment's indexes are read from memory; keeping their descriptors open
         # would cost three per segment where Kafka (whose indexes are mmapped) keeps one.
         self.offset_index.close()
@@ -537,9 +537,9 @@ class LogSegment:
             if self._max_timestamp is not None and self._max_timestamp >= 0:
                 self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp,
                                              skip_full_check=True)
+            self.log.trim()   # first: the blocks it held past its end are free for the index writes
             self.offset_index.trim()
             self.time_index.trim()
-            self.log.trim()
         finally:
             self.close_files()  # a failed trim must not keep descriptors (and the disk) busy
 
