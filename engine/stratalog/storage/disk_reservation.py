@@ -17,7 +17,6 @@ reserved and the write itself decides.
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Callable
 
@@ -34,9 +33,11 @@ def window(size: int) -> int:
 
 def _load_fallocate() -> Callable[[int, int, int, int], int] | None:
     try:
+        import ctypes   # (a Python built without it still runs, reserving nothing)
         libc = ctypes.CDLL(None, use_errno=True)   # the running process's symbols, the C library's among them
-        function = libc.fallocate
-    except (OSError, AttributeError):   # no symbols to load, or a C library without Linux's fallocate
+        # fallocate64 takes 64-bit offsets on every ABI (fallocate's off_t is 32 bits on some).
+        function = getattr(libc, "fallocate64", None) or libc.fallocate
+    except (ImportError, OSError, AttributeError):   # no ctypes, no symbols, or no Linux fallocate
         return None
     function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
     function.restype = ctypes.c_int
