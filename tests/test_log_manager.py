@@ -21,6 +21,7 @@ from stratalog.common.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from stratalog.records import Record, build_batch
 from stratalog.storage.log_manager import LogManager, open_log_manager
 from stratalog.broker.topics import TopicAdmin
 
@@ -203,6 +204,26 @@ def test_an_unclean_shutdown_is_recovered_and_a_clean_one_is_not(tmp_path):
         report = manager.load_reports[next(iter(manager.logs()))]
         assert report.recovered_segments == [0]
         assert manager.get_log("t", 0).log_end_offset == 5
+
+
+def test_a_log_that_fails_to_close_leaves_its_directory_without_the_clean_shutdown_marker(tmp_path):
+    """As Kafka, whose shutdown writes the marker only for a directory where every log closed: here the
+    producer snapshot of the shutdown cannot be written (a directory stands where its file goes)."""
+    manager = open_log_manager([tmp_path])
+    TopicAdmin(manager).create_topic("t", 1)
+    log = manager.get_log("t", 0)
+    log.append(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")], producer_id=7, producer_epoch=0,
+                           base_sequence=0))
+    (log.dir / f"{log.log_end_offset:020d}.snapshot").mkdir()
+    report = manager.close()
+    assert report.safe   # every record is on disk; only the marker is withheld
+    assert any(str(tmp_path) in w and "close of t-0 failed" in w and "next start recovers" in w
+               for w in report.warnings), report.warnings
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    (log.dir / f"{log.log_end_offset:020d}.snapshot").rmdir()
+    with open_log_manager([tmp_path]) as manager:
+        assert manager.had_clean_shutdown() == {tmp_path: False}
+        assert manager.get_log("t", 0).log_end_offset == 1
 
 
 def test_kafkas_kraft_metadata_log_is_never_loaded_nor_touched(tmp_path):

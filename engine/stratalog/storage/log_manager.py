@@ -248,14 +248,22 @@ class LogManager:
                 self.checkpoints.write_all()
             except KafkaStorageError:
                 pass  # every directory was tried; the failed ones are offline, reported below
+            # A log that failed to close (a trim, a snapshot, an index entry not written) may have left
+            # its files short of what they should hold: as Kafka, no clean-shutdown marker for its
+            # directory, so that the next start recovers the directory's logs.
+            unclosed: dict[Path, str] = {}
             for log in self._logs.values():
                 try:
                     log.close()
-                except OSError:
-                    pass  # closing a descriptor of a failed disk: nothing left to lose
+                except OSError as error:
+                    unclosed.setdefault(log.log_dir, "close of {} failed ({}: {})".format(
+                        log.topic_partition, *describe_os_error(error)))
             for data_dir in self._dirs:
                 offline = self.failures.offline().get(data_dir.path)
-                if offline is None:
+                if offline is None and data_dir.path in unclosed:
+                    report.warnings.append(f"{data_dir.path}: {unclosed[data_dir.path]}; "
+                                           "its next start recovers its logs")
+                elif offline is None:
                     try:
                         with self.failures.guard(data_dir.path, "write of the clean-shutdown marker"):
                             write_clean_shutdown(data_dir.path, data_dir.broker_epoch)
