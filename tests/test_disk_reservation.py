@@ -4,6 +4,7 @@ machine's file system (and a real full tmpfs), with each record kernel, since bo
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def test_blocks_a_killed_process_left_past_the_end_are_released_at_the_next_clos
     # What a SIGKILL leaves: the reservation, past a file never trimmed.
     fd = os.open(path, os.O_RDWR)
     try:
-        assert disk_reservation.reserve(fd, os.fstat(fd).st_size, 1 << 20)
+        assert disk_reservation.reserve(fd, os.fstat(fd).st_size, 1 << 20) == 0
     finally:
         os.close(fd)
     assert allocated(path) > whole_blocks(path.stat().st_size) + (512 << 10)
@@ -117,13 +118,13 @@ def test_blocks_a_killed_process_left_past_the_end_are_released_at_the_next_clos
 def test_on_a_full_disk_appends_fill_the_reserved_blocks_and_then_fail_with_one_reservation_tried_a_window(
         tmp_path, module, monkeypatch):
     small = Tmpfs(tmp_path / "small", size="2m")
-    calls: list[tuple[int, int, bool]] = []
+    calls: list[tuple[int, int, int]] = []
     real_reserve = disk_reservation.reserve
 
-    def counted(fd: int, offset: int, length: int) -> bool:
-        reserved = real_reserve(fd, offset, length)
-        calls.append((offset, length, reserved))
-        return reserved
+    def counted(fd: int, offset: int, length: int) -> int:
+        failure = real_reserve(fd, offset, length)
+        calls.append((offset, length, failure))
+        return failure
 
     monkeypatch.setattr(disk_reservation, "reserve", counted)
     try:
@@ -131,7 +132,7 @@ def test_on_a_full_disk_appends_fill_the_reserved_blocks_and_then_fail_with_one_
             log = open_log(small.path / "t-0", LogConfig.from_overrides({}), Clock())
             log.append(batch())
             held_to = calls[-1][0] + calls[-1][1]
-            assert calls[-1][2]
+            assert calls[-1][2] == 0
             small.fill()
             # Every batch that fits the blocks reserved before the disk filled is written.
             while log.active_segment.size + len(batch()) <= held_to:
@@ -141,7 +142,7 @@ def test_on_a_full_disk_appends_fill_the_reserved_blocks_and_then_fail_with_one_
                 for _ in range(100):
                     log.append(batch())
             # The one reservation tried past the held blocks failed; the write then failed by itself.
-            assert len(calls) == reserved_calls + 1 and not calls[-1][2]
+            assert len(calls) == reserved_calls + 1 and calls[-1][2] == errno.ENOSPC
             assert os.stat(log.active_segment.log.path).st_size == log.active_segment.size
             log.close()
     finally:

@@ -17,6 +17,7 @@ reserved and the write itself decides.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 
@@ -31,7 +32,8 @@ def window(size: int) -> int:
     return MIN_WINDOW if size < MIN_WINDOW else MAX_WINDOW if size > MAX_WINDOW else size
 
 
-def _load_fallocate() -> Callable[[int, int, int, int], int] | None:
+def _load_fallocate() -> tuple[Callable[[int, int, int, int], int], Callable[[], int]] | None:
+    """Linux's fallocate and the errno it sets, or None where there are none."""
     try:
         import ctypes   # (a Python built without it still runs, reserving nothing)
         libc = ctypes.CDLL(None, use_errno=True)   # the running process's symbols, the C library's among them
@@ -41,18 +43,21 @@ def _load_fallocate() -> Callable[[int, int, int, int], int] | None:
         return None
     function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
     function.restype = ctypes.c_int
-    return function
+    return function, ctypes.get_errno
 
 
-_fallocate = _load_fallocate()
+_FALLOCATE = _load_fallocate()
 
 
-def reserve(fd: int, offset: int, length: int) -> bool:
-    """Allocate ``length`` bytes of blocks from ``offset`` without changing the file's size;
-    False where nothing could be reserved."""
-    if _fallocate is None or length <= 0:
-        return False
-    return _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
+def reserve(fd: int, offset: int, length: int) -> int:
+    """Allocate ``length`` bytes of blocks from ``offset`` without changing the file's size: 0, or
+    the errno of why it was not done (``ENOSPC``: perhaps in part, as ext4 keeps what it allocated)."""
+    if _FALLOCATE is None:
+        return errno.ENOSYS
+    if length <= 0:
+        return 0
+    fallocate, get_errno = _FALLOCATE
+    return 0 if fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0 else get_errno()
 
 
 def held_past_end(status: os.stat_result) -> bool:

@@ -10,6 +10,7 @@ sent (``append_as_sent``): the native kernel checks the batch and writes it in t
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import struct
@@ -127,7 +128,7 @@ class FileRecords:
         failed one may have allocated (ext4 keeps part of a range it could not finish) is given
         back, for the write that follows and for other files."""
         target = max(end, self._size + disk_reservation.window(self._size))
-        if not disk_reservation.reserve(self.fd, self._size, target - self._size):   # blocks held stay held
+        if disk_reservation.reserve(self.fd, self._size, target - self._size) == errno.ENOSPC:
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, self._size)
         self._reserved_end = target
