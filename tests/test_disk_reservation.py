@@ -14,14 +14,17 @@ import stratalog_native
 from filesystems import Tmpfs
 from kernel_choice import kernel
 from kernel_logs import Clock, open_log
-from stratalog.common.config import LogConfig
+from stratalog.broker.topics import TopicAdmin
+from stratalog.common.config import EngineConfig, LogConfig
 from stratalog.common.errors import KafkaStorageError
 from stratalog.common.names import TopicPartition
 from stratalog.records import Record, build_batch
 from stratalog.storage import disk_reservation
+from stratalog.storage.cleaner import LogCleaner
 from stratalog.storage.disk_reservation import MAX_WINDOW, MIN_WINDOW, window
 from stratalog.storage.loader import load_log
 from stratalog.storage.log import Log
+from stratalog.storage.log_manager import LogManager
 from stratalog.storage.segment import LogSegment
 
 KERNELS = [pytest.param(None, id="python"), pytest.param(stratalog_native, id="native")]
@@ -190,3 +193,20 @@ def test_a_segment_deleted_on_a_full_disk_leaves_no_file_and_does_not_write_its_
         assert not [p for p in small.path.iterdir() if not p.name.startswith("ballast")]
     finally:
         small.unmount()
+
+
+def test_the_cleaners_segments_hold_no_blocks_past_their_end_once_swapped_in(tmp_path):
+    """The cleaner writes its segments through the same appends (each reserves ahead), and its swap
+    trims them: a compacted log holds only the blocks of its bytes."""
+    manager = LogManager([tmp_path], EngineConfig.from_properties({}), clock=Clock()).open()
+    TopicAdmin(manager).create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": str(256 << 10),
+                                              "min.cleanable.dirty.ratio": "0.01"})
+    log = manager.get_log("c", 0)
+    for i in range(600):
+        log.append(build_batch([Record(0, 1_700_000_000_000 + i, b"key-%d" % (i % 50), b"v" * 1000)]))
+    log.roll()
+    (report,) = LogCleaner(manager).run_pass()
+    assert report.stats.records_removed > 0
+    inactive = [segment.log.path for segment in log.segments[:-1]]
+    assert inactive and all(allocated(path) == whole_blocks(path.stat().st_size) for path in inactive)
+    manager.close()
