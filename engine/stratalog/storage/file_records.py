@@ -23,6 +23,8 @@ from stratalog.storage.batch_scan import HEADER_READ_AHEAD, HEADER_SCAN_CHUNK, s
 from stratalog.storage.file_region import FileRegion
 
 SCAN_CHUNK = 1 << 20
+# A reservation that failed for want of space may have allocated part of its range.
+_OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # A v2 batch's first 16 bytes: base offset, batch length, partition leader epoch (none under the CRC).
 _BATCH_PREFIX = struct.Struct(">qii")
 
@@ -128,9 +130,10 @@ class FileRecords:
         failed one may have allocated (ext4 keeps part of a range it could not finish) is given
         back, for the write that follows and for other files."""
         target = max(end, self._size + disk_reservation.window(self._size))
-        if disk_reservation.reserve(self.fd, self._size, target - self._size) == errno.ENOSPC:
+        if disk_reservation.reserve(self.fd, self._size, target - self._size) in _OUT_OF_SPACE:
             with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, self._size)
+                if os.fstat(self.fd).st_size == self._size:   # not inside a file preallocate=true sized
+                    os.ftruncate(self.fd, self._size)
         self._reserved_end = target
 
     def _cut_torn_write(self) -> None:
