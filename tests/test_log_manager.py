@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -208,22 +209,28 @@ def test_an_unclean_shutdown_is_recovered_and_a_clean_one_is_not(tmp_path):
 
 def test_a_log_that_fails_to_close_leaves_its_directory_without_the_clean_shutdown_marker(tmp_path):
     """As Kafka, whose shutdown writes the marker only for a directory where every log closed: here the
-    producer snapshot of the shutdown cannot be written (a directory stands where its file goes)."""
-    manager = open_log_manager([tmp_path])
-    TopicAdmin(manager).create_topic("t", 1)
-    log = manager.get_log("t", 0)
-    log.append(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")], producer_id=7, producer_epoch=0,
-                           base_sequence=0))
-    (log.dir / f"{log.log_end_offset:020d}.snapshot").mkdir()
+    producer snapshot of the shutdown cannot be written (a directory stands where its file goes). The
+    other directory, whose logs closed, gets its marker."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = open_log_manager(dirs)
+    TopicAdmin(manager).create_topic("t", 2)
+    failing, closing = manager.get_log("t", 0), manager.get_log("t", 1)
+    assert failing.log_dir != closing.log_dir
+    failing.append(build_batch([Record(0, 1_700_000_000_000, b"k", b"v")], producer_id=7, producer_epoch=0,
+                               base_sequence=0))
+    closing.append(batch(3))
+    blocker = failing.dir / f"{failing.log_end_offset:020d}.snapshot"
+    blocker.mkdir()
     report = manager.close()
     assert report.safe   # every record is on disk; only the marker is withheld
-    assert any(str(tmp_path) in w and "close of t-0 failed" in w and "next start recovers" in w
-               for w in report.warnings), report.warnings
-    assert not (tmp_path / ".kafka_cleanshutdown").exists()
-    (log.dir / f"{log.log_end_offset:020d}.snapshot").rmdir()
-    with open_log_manager([tmp_path]) as manager:
-        assert manager.had_clean_shutdown() == {tmp_path: False}
-        assert manager.get_log("t", 0).log_end_offset == 1
+    assert report.warnings == [f"{failing.log_dir}: close of t-0 (EISDIR: {os.strerror(errno.EISDIR)}) failed; "
+                               "no clean-shutdown marker written, its next start recovers its logs"]
+    assert not (failing.log_dir / ".kafka_cleanshutdown").exists()
+    assert (closing.log_dir / ".kafka_cleanshutdown").exists()
+    blocker.rmdir()
+    with open_log_manager(dirs) as manager:
+        assert manager.had_clean_shutdown() == {failing.log_dir: False, closing.log_dir: True}
+        assert [manager.get_log("t", p).log_end_offset for p in (0, 1)] == [1, 3]
 
 
 def test_kafkas_kraft_metadata_log_is_never_loaded_nor_touched(tmp_path):

@@ -251,18 +251,19 @@ class LogManager:
             # A log that failed to close (a trim, a snapshot, an index entry not written) may have left
             # its files short of what they should hold: as Kafka, no clean-shutdown marker for its
             # directory, so that the next start recovers the directory's logs.
-            unclosed: dict[Path, str] = {}
+            # Any error: one log's close must not keep the others, their markers and locks waiting.
+            unclosed: dict[Path, list[str]] = {}
             for log in self._logs.values():
                 try:
                     log.close()
-                except OSError as error:
-                    unclosed.setdefault(log.log_dir, "close of {} failed ({}: {})".format(
-                        log.topic_partition, *describe_os_error(error)))
+                except Exception as error:
+                    what = "{}: {}".format(*describe_os_error(error)) if isinstance(error, OSError) else repr(error)
+                    unclosed.setdefault(log.log_dir, []).append(f"{log.topic_partition} ({what})")
             for data_dir in self._dirs:
                 offline = self.failures.offline().get(data_dir.path)
                 if offline is None and data_dir.path in unclosed:
-                    report.warnings.append(f"{data_dir.path}: {unclosed[data_dir.path]}; "
-                                           "its next start recovers its logs")
+                    report.warnings.append(f"{data_dir.path}: close of {', '.join(unclosed[data_dir.path])} failed; "
+                                           "no clean-shutdown marker written, its next start recovers its logs")
                 elif offline is None:
                     try:
                         with self.failures.guard(data_dir.path, "write of the clean-shutdown marker"):
