@@ -201,12 +201,14 @@ def test_the_cleaners_segments_hold_no_blocks_past_their_end_once_swapped_in(tmp
     manager = LogManager([tmp_path], EngineConfig.from_properties({}), clock=Clock()).open()
     TopicAdmin(manager).create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": str(256 << 10),
                                               "min.cleanable.dirty.ratio": "0.01"})
-    log = manager.get_log("c", 0)
-    for i in range(600):
-        log.append(build_batch([Record(0, 1_700_000_000_000 + i, b"key-%d" % (i % 50), b"v" * 1000)]))
-    log.roll()
-    (report,) = LogCleaner(manager).run_pass()
-    assert report.stats.records_removed > 0
-    inactive = [segment.log.path for segment in log.segments[:-1]]
-    assert inactive and all(allocated(path) == whole_blocks(path.stat().st_size) for path in inactive)
-    manager.close()
+    try:
+        log = manager.get_log("c", 0)
+        for i in range(600):
+            log.append(build_batch([Record(0, 1_700_000_000_000 + i, b"key-%d" % (i % 50), b"v" * 1000)]))
+        log.roll()
+        (report,) = LogCleaner(manager).run_pass()
+        assert report.stats.records_removed > 0
+        inactive = [segment.log.path for segment in log.segments[:-1]]
+        assert inactive and all(allocated(path) == whole_blocks(path.stat().st_size) for path in inactive)
+    finally:
+        manager.close()
