@@ -7,7 +7,7 @@ Reserving a window ahead with ``fallocate(FALLOC_FL_KEEP_SIZE)`` allocates those
 call, as RocksDB preallocates its files. The file's size does not change, so nothing that reads
 the file (recovery, Kafka's tools, fetches) sees the reservation. ``FileRecords`` drops it when the
 segment is trimmed (roll, close) or truncated; a crash leaves at most one window past the active
-segment's end, released when that segment next rolls or is deleted.
+segment's end, released at that segment's next trim (a roll or a close) or its deletion.
 
 The window grows with the file, so a partition that holds little reserves little: at most the
 bytes the segment already has, never more than ``MAX_WINDOW``. A reservation is an optimisation
