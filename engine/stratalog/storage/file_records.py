@@ -38,15 +38,10 @@ class FileRecords:
         if create and preallocate_bytes:
             os.ftruncate(self._fd, preallocate_bytes)
             self._size = 0
-            self._reserved_end = 0
         else:
-            status = os.fstat(self._fd)
-            self._size = status.st_size
-            # Where blocks reserved past the logical end stop (``disk_reservation``), the size where none
-            # are. Blocks already past the end were reserved by a process that was killed: the
-            # next trim releases them.
-            held = not read_only and disk_reservation.held_past_end(status)
-            self._reserved_end = self._size + 1 if held else self._size
+            self._size = os.fstat(self._fd).st_size
+        # Where the blocks this process reserved past the logical end stop (``disk_reservation``).
+        self._reserved_end = self._size
 
     # -- basic I/O --------------------------------------------------------------------------
     @property
@@ -172,7 +167,9 @@ class FileRecords:
         """Drop preallocated space and reserved blocks past the logical end (a truncation to the
         file's own size releases the blocks that ``fallocate`` kept past it)."""
         status = os.fstat(self.fd)
-        if self._reserved_end > self._size or status.st_size != self._size:
+        # Blocks past the end that this process did not reserve were left by one that was killed.
+        if (self._reserved_end > self._size or status.st_size != self._size
+                or disk_reservation.held_past_end(status)):
             os.ftruncate(self.fd, self._size)
             # A truncation stamps the file's mtime, which retention and the cleaner read for segments
             # without timestamps: it stays the time of the last write, as Kafka leaves it.
