@@ -64,6 +64,11 @@ class DirectRequest:
         return self._head.body_length if "Content-Length" in self._head.headers else None
 
     @property
+    def whole_body(self) -> bytes:
+        """The body, which has all come (``params.read_body`` takes it without iterating)."""
+        return self._body
+
+    @property
     def content(self) -> DirectRequest:
         return self
 
