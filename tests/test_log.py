@@ -535,3 +535,39 @@ def test_batches_written_in_one_append_are_all_checked_against_the_segments_offs
         segment.append_batches(b"".join(batches), [(parse_header(b).last_offset, 1_000, len(b)) for b in batches])
     assert segment.size == 0   # nothing written
     segment.close()
+
+
+def _open_paths() -> set[str]:
+    fds = Path("/proc/self/fd")
+    paths = set()
+    for fd in fds.iterdir():
+        try:
+            paths.add(str(fd.readlink()))
+        except OSError:
+            pass
+    return paths
+
+
+def test_a_close_that_fails_on_one_segment_still_releases_every_other_segments_files(make_log, monkeypatch):
+    from stratalog.common.errors import CorruptIndexError
+    from stratalog.storage.segment import LogSegment
+
+    log = make_log(segment_bytes=200)
+    for _ in range(6):
+        log.append(batch(1, value_size=60))
+    first, rest = log.segments[0], log.segments[1:]
+    assert rest, "the test needs several segments"
+    real_close = LogSegment.close
+
+    def close_failing_on_the_first(segment: LogSegment) -> None:
+        # Fault injection: the first segment's close finds its index corrupt after releasing its files.
+        real_close(segment)
+        if segment is first:
+            raise CorruptIndexError(f"{segment.offset_index.path}: corrupt (injected)")
+
+    monkeypatch.setattr(LogSegment, "close", close_failing_on_the_first)
+    with pytest.raises(CorruptIndexError, match="injected"):
+        log.close()
+    assert log.closed
+    still_open = {str(p) for s in rest for p in s.files()} & _open_paths()
+    assert still_open == set()

@@ -255,16 +255,20 @@ class LocalLog:
         return due
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def close(self, *, offline: bool, failed: OSError | None = None) -> None:
+    def close(self, *, offline: bool, failed: Exception | None = None) -> None:
         """Close every segment; in an offline directory only release the descriptors (no trims).
-        Every descriptor is released even when a trim fails; the first error (``failed`` first) is raised after."""
+        Every descriptor is released whatever a segment's close raises (a failed trim, an index found
+        corrupt); the first error (``failed`` first) is raised after."""
         for segment in self.segments:
             try:
                 segment.close_files() if offline else segment.close()
-            except OSError as error:
+            except Exception as error:  # noqa: BLE001 - raised below, once the other segments are closed
                 failed = failed or error
         for _, segment in self._pending_deletes:
-            segment.close_files()
+            try:
+                segment.close_files()
+            except OSError as error:
+                failed = failed or error
         self.closed = True
         if failed is not None:
             raise failed
