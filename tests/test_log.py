@@ -571,3 +571,18 @@ def test_a_close_that_fails_on_one_segment_still_releases_every_other_segments_f
     assert log.closed
     still_open = {str(p) for s in rest for p in s.files()} & _open_paths()
     assert still_open == set()
+
+
+def test_a_close_whose_producer_snapshot_fails_still_closes_every_segment(make_log, monkeypatch):
+    log = make_log(segment_bytes=200)
+    for _ in range(6):
+        log.append(batch(1, value_size=60))
+
+    def failing_snapshot(offset: int) -> None:
+        raise RuntimeError("snapshot failed (injected)")   # fault injection: not an OSError
+
+    monkeypatch.setattr(log.producer_state, "take_snapshot", failing_snapshot)
+    with pytest.raises(RuntimeError, match="injected"):
+        log.close()
+    assert log.closed
+    assert {str(p) for s in log.segments for p in s.files()} & _open_paths() == set()

@@ -289,3 +289,31 @@ def test_holding_partitions_refuses_bad_numbers_and_colliding_names(tmp_path):
         with pytest.raises(InvalidPartitionsError):
             TopicAdmin(manager).ensure_partitions("c", [-1])
         assert manager.topics() == ["a.b"]
+
+
+def test_a_start_that_fails_raises_its_own_error_and_frees_every_directory_whatever_a_log_close_raises(
+        tmp_path, monkeypatch):
+    from stratalog.common.errors import CorruptIndexError
+    from stratalog.storage.log import Log
+
+    good, bad = tmp_path / "a", tmp_path / "b"
+    with open_log_manager([good, bad]) as manager:
+        TopicAdmin(manager).create_topic("t", 2)
+        placed = {p: manager.get_log("t", p).log_dir for p in (0, 1)}
+    broken = next(p for p, d in placed.items() if d == bad)
+    (bad / f"t-{broken}" / f"{0:020d}.log").unlink()
+    (bad / f"t-{broken}" / f"{0:020d}.log").mkdir()   # a segment that cannot be read: the start fails
+    real_close = Log.close
+
+    def close_then_fail(log: Log) -> None:
+        # Fault injection: the cleanup's close of a loaded log finds an index corrupt after closing it.
+        real_close(log)
+        raise CorruptIndexError(f"{log.dir}: corrupt (injected)")
+
+    monkeypatch.setattr(Log, "close", close_then_fail)
+    with pytest.raises(LogDirError) as refused:
+        open_log_manager([good, bad])
+    assert str(bad) in str(refused.value)
+    monkeypatch.undo()
+    with open_log_manager([good]) as manager:   # the failed start let go of the good directory's lock
+        assert manager.get_log("t", 1 - broken).log_dir == good

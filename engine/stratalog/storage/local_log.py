@@ -267,7 +267,7 @@ class LocalLog:
         for _, segment in self._pending_deletes:
             try:
                 segment.close_files()
-            except OSError as error:
+            except Exception as error:  # noqa: BLE001 - as above
                 failed = failed or error
         self.closed = True
         if failed is not None:

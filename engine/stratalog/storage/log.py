@@ -713,11 +713,11 @@ class Log:
             if self.closed:
                 return
             offline = self.offline
-            failed: OSError | None = None
+            failed: Exception | None = None
             if not offline:
                 try:
                     self.producer_state.take_snapshot(self.log_end_offset)   # Kafka's snapshot at shutdown
-                except OSError as error:
+                except Exception as error:  # noqa: BLE001 - raised once every segment is closed
                     failed = error
             self.local.close(offline=offline, failed=failed)
 

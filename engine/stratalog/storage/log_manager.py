@@ -142,7 +142,7 @@ class LogManager:
             for log in self._logs.values():
                 try:
                     log.close()
-                except OSError:
+                except Exception:  # noqa: BLE001 - the error that stopped the start is the one to raise
                     pass
             self._logs.clear()
             self._log_dirs.clear()
