@@ -22,6 +22,17 @@ from stratalog.storage.timestamp_search import EARLIEST_TIMESTAMP, LATEST_TIMEST
 from stratalog.records import Compression, Record, TimestampType, build_batch, decode_records, parse_header
 
 
+def _open_paths() -> set[str]:
+    """The paths this process holds open (its /proc/self/fd), a descriptor closed meanwhile left out."""
+    paths = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            paths.add(str(fd.readlink()))
+        except OSError:
+            pass
+    return paths
+
+
 def snapshot(directory: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
 
@@ -272,13 +283,10 @@ def test_a_read_whose_segment_files_vanish_mid_read_starts_again_on_the_current_
 
 
 def test_a_rolled_segment_keeps_only_its_log_file_open(make_log):
-    import os
-
     log = make_log(segment_bytes=200)
     for _ in range(30):
         log.append(batch(1, value_size=60))
-    open_files = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
-                  if os.path.exists(f"/proc/self/fd/{fd}")}
+    open_files = _open_paths()
     inactive = log.segments[:-1]
     assert len(inactive) > 10
     assert not any(str(s.offset_index.path) in open_files or str(s.time_index.path) in open_files for s in inactive)
@@ -535,17 +543,6 @@ def test_batches_written_in_one_append_are_all_checked_against_the_segments_offs
         segment.append_batches(b"".join(batches), [(parse_header(b).last_offset, 1_000, len(b)) for b in batches])
     assert segment.size == 0   # nothing written
     segment.close()
-
-
-def _open_paths() -> set[str]:
-    fds = Path("/proc/self/fd")
-    paths = set()
-    for fd in fds.iterdir():
-        try:
-            paths.add(str(fd.readlink()))
-        except OSError:
-            pass
-    return paths
 
 
 def test_a_close_that_fails_on_one_segment_still_releases_every_other_segments_files(make_log, monkeypatch):
