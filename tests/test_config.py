@@ -14,10 +14,6 @@ from hypothesis import strategies as st
 from stratalog.common.config import (
     DOUBLE_MAX,
     ENGINE_CONFIGS,
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
     REMOVED_CONFIGS,
     SERVER_SYNONYMS,
     TOPIC_CONFIGS,
@@ -31,6 +27,7 @@ from stratalog.common.config import (
     validate_topic_overrides,
 )
 from stratalog.common.errors import InvalidConfigError
+from stratalog.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 WEEK_MS = 604800000
 

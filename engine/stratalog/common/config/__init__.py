@@ -29,14 +29,9 @@ from stratalog.common.config.log_config import LogConfig
 from stratalog.common.config.lookup import REMOVED_CONFIGS, engine_config_key, topic_config_key
 from stratalog.common.config.overrides import parse_key_value_pairs, validate_topic_overrides
 from stratalog.common.config.topic_keys import SERVER_SYNONYMS, TOPIC_CONFIGS, ServerSynonym
-from stratalog.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 __all__ = [
     "DOUBLE_MAX",
-    "INT32_MAX",
-    "INT32_MIN",
-    "INT64_MAX",
-    "INT64_MIN",
     "ConfigType",
     "ConfigValue",
     "ConfigKey",
