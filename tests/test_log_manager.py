@@ -292,7 +292,7 @@ def test_holding_partitions_refuses_bad_numbers_and_colliding_names(tmp_path):
 
 
 def test_a_start_that_fails_raises_its_own_error_and_frees_every_directory_whatever_a_log_close_raises(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, caplog):
     from stratalog.common.errors import CorruptIndexError
     from stratalog.storage.log import Log
 
@@ -314,6 +314,7 @@ def test_a_start_that_fails_raises_its_own_error_and_frees_every_directory_whate
     with pytest.raises(LogDirError) as refused:
         open_log_manager([good, bad])
     assert str(bad) in str(refused.value)
+    assert "corrupt (injected)" in caplog.text   # the close's own error is told, not dropped
     monkeypatch.undo()
     with open_log_manager([good]) as manager:   # the failed start let go of the good directory's lock
         assert manager.get_log("t", 1 - broken).log_dir == good

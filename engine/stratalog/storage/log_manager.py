@@ -142,8 +142,9 @@ class LogManager:
             for log in self._logs.values():
                 try:
                     log.close()
-                except Exception:  # noqa: BLE001 - the error that stopped the start is the one to raise
-                    pass
+                except Exception as error:  # noqa: BLE001 - the error that stopped the start is the one raised
+                    logger.warning("%s: closing %s after the failed start failed too (%s: %s)", log.log_dir,
+                                   log.topic_partition, type(error).__name__, error)
             self._logs.clear()
             self._log_dirs.clear()
             for data_dir in acquired:
