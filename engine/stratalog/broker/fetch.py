@@ -24,7 +24,7 @@ from stratalog.storage.log_results import FetchInfo
 READ_ATTEMPTS = 3
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)   # not frozen: built for every fetch, and a frozen one sets each field through object.__setattr__
 class FetchedBatches:
     topic_partition: TopicPartition
     source: str  # where the bytes came from, for error messages

@@ -34,7 +34,7 @@ class Acks(enum.Enum):
         raise InvalidRequiredAcksError(f"{where}: {text!r} is not 1, all or -1")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)   # not frozen: made for every produce, and a frozen one sets each field through object.__setattr__
 class ProduceResult:
     """What a producer learns about one partition's append (Kafka's PartitionProduceResponse)."""
 

@@ -30,7 +30,7 @@ class AppendInfo(NamedTuple):
     log_start_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)   # not frozen: a frozen dataclass sets each of its ten fields through object.__setattr__
 class FetchInfo:
     """Raw batches from ``position`` of one segment; may start below the requested offset."""
 

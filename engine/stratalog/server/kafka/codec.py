@@ -45,7 +45,7 @@ class CloseConnection(Exception):
     """A handler's answer that is no answer: the connection is to be closed (Kafka's way for some errors)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)   # not frozen: made for every request, and a frozen one sets each field through object.__setattr__
 class Request:
     api_key: int
     api_version: int
