@@ -26,7 +26,8 @@ from stratalog.server.access.permissions import (
     REPLICATE_ALL,
     Need,
 )
-from stratalog.server.direct.connection import DirectHandler
+from stratalog.server.api_request import ApiRequest
+from stratalog.server.data_answer import DataHandler
 from stratalog.server.direct.framing import DATA_ROUTE
 from stratalog.server.gate import Handler, request_gate
 from stratalog.server.openapi import build_document
@@ -41,17 +42,25 @@ async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=request.app[OPENAPI], content_type="application/json")
 
 
+def served_by_aiohttp(handler: DataHandler) -> Handler:
+    """A data-route handler as an aiohttp handler: its ``DataAnswer`` as aiohttp's ``Response``."""
+    async def serve(request: ApiRequest) -> web.StreamResponse:
+        return (await handler(request)).as_response()
+
+    return serve
+
+
 # (method, path, handler, what it needs when access control is on): the whole API.
 # See server/access/model.py for the verbs; docs/access.md for the Roles that grant them.
 # The data route: served by server/direct on connections that start with it, and by aiohttp on the others.
-DATA_HANDLERS: dict[str, tuple[DirectHandler, Need]] = {
+DATA_HANDLERS: dict[str, tuple[DataHandler, Need]] = {
     "POST": (records.produce_partition, PRODUCE),
     "GET": (records.fetch, CONSUME),
 }
 
 ROUTES: tuple[tuple[str, str, Handler, Need], ...] = (
     # The data path first: aiohttp tries the routes under one prefix (/v1/topics) in this order.
-    *((method, DATA_ROUTE, handler, need) for method, (handler, need) in DATA_HANDLERS.items()),
+    *((method, DATA_ROUTE, served_by_aiohttp(handler), need) for method, (handler, need) in DATA_HANDLERS.items()),
     ("GET", "/v1/topics", topics.list_topics, AUTHENTICATED),
     ("POST", "/v1/topics", topics.create_topic, ADMINISTER_ALL),
     ("GET", "/v1/topics/{topic}", topics.get_topic, AUTHENTICATED),

@@ -16,7 +16,7 @@ per produce and per 16 KiB fetch by about a tenth (bench/README.md, "Service pat
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -30,15 +30,22 @@ from stratalog.server.state import ServerState
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class Answer(Protocol):
+    @property
+    def status(self) -> int: ...
+
+
 R = TypeVar("R", bound=ApiRequest)
+A = TypeVar("A", bound=Answer)
 
 
-async def through_gate(state: ServerState, request: R, handler: Callable[[R], Awaitable[web.StreamResponse]],
+async def through_gate(state: ServerState, request: R, handler: Callable[[R], Awaitable[A]],
                        route: str, admission: Callable[[], Awaitable[object]] | None, needs_ready: bool
-                       ) -> web.StreamResponse:
+                       ) -> A | web.Response:
     """``handler``'s answer to ``request`` with the gate's four jobs around it, in their order: for the
     middleware below and for the data route's direct path (``server/direct/connection.py``) alike.
-    ``admission``: the access check, None with access control off; ``needs_ready``: 503 until ready."""
+    ``admission``: the access check, None with access control off; ``needs_ready``: 503 until ready.
+    An error's answer is aiohttp's ``Response`` whatever ``handler`` answers with (``server/data_answer.py``)."""
     try:
         if admission is not None:
             await admission()
@@ -46,7 +53,9 @@ async def through_gate(state: ServerState, request: R, handler: Callable[[R], Aw
             state.check_ready()
         response = await handler(request)
     except Exception as error:  # noqa: BLE001 - not cancellation: CancelledError is a BaseException
-        response = error_answer(request, error, state.metrics.error)
+        failed = error_answer(request, error, state.metrics.error)
+        state.metrics.count_request(request.method, route, failed.status)
+        return failed
     state.metrics.count_request(request.method, route, response.status)
     return response
 

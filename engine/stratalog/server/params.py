@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Set
+from functools import lru_cache
 from typing import Any
 
 from stratalog.broker.fetch import FetchIsolation
 from stratalog.common import strict_json
-from stratalog.common.names import validate_topic_name
+from stratalog.common.names import TopicPartition, validate_topic_name
 from stratalog.server.api_request import ApiRequest
 from stratalog.server.errors import BodyTooLargeError, RequestError
 from stratalog.common.limits import INT32_MAX, INT64_MIN, INT64_MAX
@@ -40,12 +41,29 @@ def _describe(value: object) -> str:
 
 
 # -- path ------------------------------------------------------------------------------------
+# A valid name is valid on every request: the rule (a regular expression) runs once per name seen lately.
+_valid_topic = lru_cache(maxsize=1024)(validate_topic_name)
+
+
 def topic(request: ApiRequest) -> str:
-    return validate_topic_name(request.match_info["topic"])
+    return _valid_topic(request.match_info["topic"])
 
 
 def partition(request: ApiRequest) -> int:
     return parse_int(request.match_info["partition"], "path parameter 'partition'", minimum=0, maximum=INT32_MAX)
+
+
+@lru_cache(maxsize=4096)
+def _topic_partition(topic_name: str, partition_text: str) -> TopicPartition:
+    return TopicPartition(validate_topic_name(topic_name), parse_int(
+        partition_text, "path parameter 'partition'", minimum=0, maximum=INT32_MAX))
+
+
+def topic_partition(request: ApiRequest) -> TopicPartition:
+    """The path's topic and partition, each checked as ``topic`` and ``partition`` check them; a pair
+    seen lately is not checked again (the data route's requests name a few partitions over and over)."""
+    match = request.match_info
+    return _topic_partition(match["topic"], match["partition"])
 
 
 # -- query -----------------------------------------------------------------------------------
@@ -67,7 +85,12 @@ def query_int(request: ApiRequest, name: str, default: int | None, *, minimum: i
         return default
     if len(values) > 1:
         raise RequestError(f"query parameter {name!r}: given {len(values)} times")
-    return parse_int(values[0], f"query parameter {name!r}", minimum=minimum, maximum=maximum)
+    text = values[0]
+    if text.isascii() and text.isdigit() and len(text) <= 20:   # the common case, without naming the place first
+        value = int(text)
+        if minimum <= value <= maximum:
+            return value
+    return parse_int(text, f"query parameter {name!r}", minimum=minimum, maximum=maximum)
 
 
 def query_bool(request: ApiRequest, name: str, default: bool) -> bool:

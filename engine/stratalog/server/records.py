@@ -14,6 +14,7 @@ since an HTTP request always has a response.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -47,8 +48,8 @@ from stratalog.records.json_form import record_from_dict, record_to_dict
 from stratalog.records.transactions import AbortedTransaction, TransactionTracker, control_type
 from stratalog.server import params
 from stratalog.server.api_request import ApiRequest
+from stratalog.server.data_answer import JSON_UTF8, DataAnswer
 from stratalog.server.errors import RequestError
-from stratalog.server.region_response import RegionResponse
 from stratalog.server.sendfile import SENDFILE_ABOVE_BYTES
 from stratalog.server.state import ServerState, state_of
 
@@ -118,7 +119,6 @@ def _build(records: Sequence[Record], codec: Compression) -> bytes:
 _RAW_TYPES = frozenset({params.RECORD_BATCH, params.OCTET_STREAM})
 _APPEND_ANSWER = (b'{"baseOffset": %d, "lastOffset": %d, "logAppendTime": %d, "recordCount": %d, "batches": %d, '
                   b'"logStartOffset": %d}')
-_JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
 
 
 def _append_result(result: ProduceResult) -> dict[str, Any]:
@@ -138,9 +138,9 @@ def _count_append(state: ServerState, tp: TopicPartition, result: ProduceResult)
     state.metrics.count_append(tp.topic, tp.partition, result.size, result.record_count)
 
 
-async def produce_partition(request: ApiRequest) -> web.Response:
+async def produce_partition(request: ApiRequest) -> DataAnswer:
     state = state_of(request)
-    tp = TopicPartition(params.topic(request), params.partition(request))
+    tp = params.topic_partition(request)
     acks = _acks(request)
     codec = Compression.from_name(params.query_choice(request, "compression", _CODECS, "none") or "none")
     state.broker.log(tp)  # an unknown partition is a 404 before the body is read
@@ -163,7 +163,7 @@ async def produce_partition(request: ApiRequest) -> web.Response:
     result = await state.broker.append_records(tp, batches, acks, now)
     state.metrics.observe_append(acks.value, time.perf_counter() - started)
     _count_append(state, tp, result)
-    return web.Response(body=_append_answer(result), headers=_JSON_HEADERS)
+    return DataAnswer(JSON_UTF8, _append_answer(result))
 
 
 def _partition_records(state: ServerState, topic: str, records: list[_JsonRecord], partitions: int
@@ -266,10 +266,10 @@ def _wants_binary(request: ApiRequest) -> bool:
     return params.RECORD_BATCH in accept or (params.OCTET_STREAM in accept and params.JSON not in accept)
 
 
-async def fetch(request: ApiRequest) -> web.StreamResponse:
+async def fetch(request: ApiRequest) -> DataAnswer:
     state = state_of(request)
     settings = state.settings
-    tp = TopicPartition(params.topic(request), params.partition(request))
+    tp = params.topic_partition(request)
     requested = params.query_int(request, "offset", None, minimum=0, maximum=INT64_MAX)
     max_bytes = params.query_int(request, "maxBytes", settings.default_fetch_bytes, minimum=1,
                                  maximum=settings.max_fetch_bytes) or settings.default_fetch_bytes
@@ -292,15 +292,13 @@ async def fetch(request: ApiRequest) -> web.StreamResponse:
             headers["X-Aborted-Transactions"] = ",".join(f"{t.producer_id}:{t.first_offset}" for t in aborted)
         committed = {"lastStableOffset": fetched.last_stable_offset,
                      "abortedTransactions": [_aborted_to_dict(t) for t in aborted]}
-    if fetched.region is not None:
-        return RegionResponse(fetched.region, content_type=params.RECORD_BATCH, headers=headers)
     if binary:
-        return web.Response(body=fetched.data, content_type=params.RECORD_BATCH, headers=headers)
+        return DataAnswer(params.RECORD_BATCH, fetched.data, headers, fetched.region)
     records = await state.run(_decode, fetched, fetched.info.requested_offset)
-    return web.json_response({"topic": tp.topic, "partition": tp.partition, "records": records,
-                              "highWatermark": fetched.high_watermark, "logStartOffset": fetched.log_start_offset,
-                              "logEndOffset": fetched.log_end_offset, "nextOffset": fetched.next_offset,
-                              **committed}, headers=headers)
+    return DataAnswer(JSON_UTF8, json.dumps(
+        {"topic": tp.topic, "partition": tp.partition, "records": records, "highWatermark": fetched.high_watermark,
+         "logStartOffset": fetched.log_start_offset, "logEndOffset": fetched.log_end_offset,
+         "nextOffset": fetched.next_offset, **committed}).encode(), headers)
 
 
 def _aborted_to_dict(transaction: AbortedTransaction) -> dict[str, int]:
@@ -326,7 +324,7 @@ def _within_header_limit(fetched: FetchedBatches) -> FetchedBatches:
 async def list_offsets(request: web.Request) -> web.Response:
     """Kafka's ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time in ms."""
     state = state_of(request)
-    tp = TopicPartition(params.topic(request), params.partition(request))
+    tp = params.topic_partition(request)
     timestamp = params.query_int(request, "timestamp", -1, minimum=-4, maximum=INT64_MAX)
     assert timestamp is not None
     found = await state.broker.list_offsets(tp, timestamp, params.isolation(request))
@@ -339,7 +337,7 @@ async def list_offsets(request: web.Request) -> web.Response:
 async def delete_records_handler(request: web.Request) -> web.Response:
     """Kafka's DeleteRecords: ``beforeOffset`` -1 means the high watermark."""
     state = state_of(request)
-    tp = TopicPartition(params.topic(request), params.partition(request))
+    tp = params.topic_partition(request)
     body = await params.json_object(request, 4096, allowed={"beforeOffset"}, required={"beforeOffset"})
     before = params.field_int(body, "beforeOffset", minimum=-1)
     low_watermark, segments = await state.broker.delete_records(tp, before)

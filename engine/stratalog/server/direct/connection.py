@@ -14,14 +14,16 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from stratalog.broker.fetch import FileRegion
+
 from stratalog.server.access.http import admit_to
 from stratalog.server.access.permissions import Need
-from stratalog.server.api_request import ApiRequest
+from stratalog.server.data_answer import DataAnswer, DataHandler
 from stratalog.server.direct.framing import (
     DATA_ROUTE,
     LEAVE,
@@ -29,18 +31,18 @@ from stratalog.server.direct.framing import (
     Head,
     HttpDate,
     answer_head,
+    data_answer_head,
     head_verdict,
     parse_head,
 )
 from stratalog.server.direct.request import DirectRequest
 from stratalog.server.gate import through_gate
-from stratalog.server.region_response import RegionResponse, corked
+from stratalog.server.region_response import corked
 from stratalog.server.sendfile import send_region
 from stratalog.server.state import ServerState
 
 logger = logging.getLogger(__name__)
 
-DirectHandler = Callable[[ApiRequest], Awaitable[web.StreamResponse]]
 # Requests framed and waiting past this many, or bytes past this many (a client pipelining without
 # reading the answers), stop the reading until the answers are out.
 MAX_QUEUED = 16
@@ -54,7 +56,7 @@ class DirectRoutes:
 
     app: web.Application
     state: ServerState
-    handlers: Mapping[str, tuple[DirectHandler, Need]]
+    handlers: Mapping[str, tuple[DataHandler, Need]]
     fallback: Callable[[], asyncio.Protocol]
     date: HttpDate = field(default_factory=HttpDate)
     connections: set[DirectConnection] = field(default_factory=set)
@@ -219,11 +221,20 @@ class DirectConnection(asyncio.Protocol):
             if access.enabled else None, True)
         keep_alive = head.keep_alive
         date = routes.date.at(time.time())
-        if isinstance(response, RegionResponse):
-            await self._send_region(response, answer_head(
-                response.status, response.reason, response.headers.items(), response.region.size, date,
-                keep_alive=keep_alive, http10=head.http10))
+        if isinstance(response, DataAnswer):
+            region = response.region
+            answer = data_answer_head(response.content_type, response.headers, response.size, date,
+                                      keep_alive=keep_alive, http10=head.http10)
+            if region is not None:
+                await self._send_region(region, answer)
+                return
+            if transport.is_closing():
+                return
+            transport.write(answer + response.body)
+            if self._writing_paused:
+                await self._writable_again()
             return
+        # An error's answer (``through_gate``): aiohttp's ``Response``.
         payload = response.body if isinstance(response, web.Response) else None
         if not isinstance(payload, bytes):
             raise TypeError(f"a data route answered with {type(response).__name__} whose body is "
@@ -235,9 +246,9 @@ class DirectConnection(asyncio.Protocol):
         if self._writing_paused:
             await self._writable_again()
 
-    async def _send_region(self, response: RegionResponse, head: bytes) -> None:
+    async def _send_region(self, region: FileRegion, head: bytes) -> None:
         """The fields, then the region from its file, in one segment where the kernel can (TCP_CORK)."""
-        region, transport = response.region, self._transport
+        transport = self._transport
         assert transport is not None
         try:
             if transport.is_closing():

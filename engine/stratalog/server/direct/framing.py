@@ -184,3 +184,13 @@ def answer_head(status: int, reason: str, headers: Iterable[tuple[str, str]], bo
         lines.append("Connection: keep-alive")
     lines.append("\r\n")
     return "\r\n".join(lines).encode("utf-8", "surrogateescape")
+
+
+def data_answer_head(content_type: str, headers: dict[str, str], body_length: int, date: str, *,
+                     keep_alive: bool, http10: bool) -> bytes:
+    """``answer_head`` of a data route's 200 (``server/data_answer.py``), whose fields the handlers
+    name themselves (never a Content-Length): one format rather than a list of lines filtered."""
+    fields = "".join([f"{name}: {value}\r\n" for name, value in headers.items()]) if headers else ""
+    connection = "Connection: close\r\n" if not keep_alive else "Connection: keep-alive\r\n" if http10 else ""
+    return (f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{fields}Content-Length: {body_length}\r\n"
+            f"Date: {date}\r\n{connection}\r\n").encode("utf-8", "surrogateescape")

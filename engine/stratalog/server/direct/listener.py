@@ -18,7 +18,8 @@ from typing import Any
 from aiohttp import web
 
 from stratalog.server.access.permissions import Need
-from stratalog.server.direct.connection import DirectConnection, DirectHandler, DirectRoutes
+from stratalog.server.data_answer import DataHandler
+from stratalog.server.direct.connection import DirectConnection, DirectRoutes
 from stratalog.server.state import STATE
 
 # aiohttp's keepalive_timeout: a direct connection idle this long is closed, as aiohttp closes its own.
@@ -76,7 +77,7 @@ class HttpListener:
                     connection.close()
 
 
-async def start_listener(app: web.Application, handlers: Mapping[str, tuple[DirectHandler, Need]], host: str,
+async def start_listener(app: web.Application, handlers: Mapping[str, tuple[DataHandler, Need]], host: str,
                          port: int, *, runner_options: dict[str, Any], shutdown_timeout: float, direct: bool,
                          ssl_context: SSLContext | None) -> HttpListener:
     """Listen on ``host:port``, ``handlers`` (by method) answering the data route directly; raises

@@ -9,11 +9,32 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 from aiohttp.helpers import parse_content_type
-from multidict import CIMultiDict, MultiDict, MultiMapping
+from multidict import CIMultiDict
 
 from stratalog.server.direct.framing import Head
 
 _DEFAULT_CONTENT_TYPE = "application/octet-stream"   # aiohttp's, when a request names none
+
+
+class Query(dict[str, list[str]]):
+    """A query's values by name: what the handlers ask of aiohttp's ``MultiDict`` (``getall``), as a
+    plain dict, which a request of a few parameters builds and reads in a fraction of the time."""
+
+    __slots__ = ()
+
+    def getall(self, key: str, default: list[str]) -> list[str]:
+        return self.get(key, default)
+
+
+def _query(text: str) -> Query:
+    query = Query()
+    for name, value in _query_pairs(text):
+        values = query.get(name)
+        if values is None:
+            query[name] = [value]
+        else:
+            values.append(value)
+    return query
 
 
 def _query_pairs(text: str) -> list[tuple[str, str]]:
@@ -30,7 +51,7 @@ class DirectRequest:
     def __init__(self, head: Head, body: bytes, transport: asyncio.Transport, app: web.Application) -> None:
         self._head = head
         self._body = body
-        self._query: MultiDict[str] | None = None
+        self._query: Query | None = None
         self.match_info: Mapping[str, str] = {"topic": head.topic, "partition": head.partition}
         self.transport: asyncio.Transport | None = transport
         self.app = app
@@ -48,9 +69,9 @@ class DirectRequest:
         return self._head.headers
 
     @property
-    def query(self) -> MultiMapping[str]:
+    def query(self) -> Query:
         if self._query is None:
-            self._query = MultiDict(_query_pairs(self._head.query))
+            self._query = _query(self._head.query)
         return self._query
 
     @property
