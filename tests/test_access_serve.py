@@ -325,6 +325,36 @@ def test_fuzzed_sasl_frames_are_refused_and_never_accepted(server: Server, mecha
     assert sasl_exchange(server, mechanism, auth_bytes) in (58, None)
 
 
+def test_requests_sent_with_the_sasl_exchange_meet_the_limit_of_an_authenticated_connection(server: Server):
+    """A frame's size limit is its connection's when the requests before it are answered: a client
+    sending its handshake, its token and a produce larger than sasl.server.max.receive.size (512 KiB)
+    in one write gets all three answered, the produce taken."""
+    import datetime
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.schema.produce.v9.response import ProduceResponse
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+    from kio.serial import entity_reader
+    from kio.static.primitive import i32Timedelta
+
+    batch = kafka_batch([(b"k", b"v" * (600 * 1024))])
+    produce = ProduceRequest(transactional_id=None, acks=1, timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
+                             topic_data=(TopicProduceData(name="events", partition_data=(
+                                 PartitionProduceData(index=0, records=batch),)),))
+    with tls_connect(server) as sock:
+        sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN"), correlation_id=1)
+                     + request_frame(SaslAuthenticateRequest(
+                         auth_bytes=b"\0producer\0" + TOKENS["producer"].encode()), correlation_id=2)
+                     + request_frame(produce, correlation_id=3))
+        answers = [read_frame(sock) for _ in range(3)]
+    assert all(answer is not None for answer in answers), answers
+    assert [struct.unpack_from(">i", answer)[0] for answer in answers if answer is not None] == [1, 2, 3]
+    header, used = entity_reader(ProduceResponse.__header_schema__)(answers[2], 0)
+    response, _ = entity_reader(ProduceResponse)(answers[2], used)
+    assert int(response.responses[0].partition_responses[0].error_code) == 0
+
+
 def test_a_request_before_authentication_closes_the_connection(server: Server):
     from kio.schema.metadata.v12.request import MetadataRequest
 

@@ -491,6 +491,17 @@ def test_a_frame_that_cannot_be_served_closes_the_connection_and_the_listener_go
     assert {t.name for t in metadata.topics} >= {TOPIC, "refusals"}
 
 
+def test_the_requests_before_a_refused_frame_are_answered_then_the_connection_closes(server: Server):
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    with connect(server.kafka_address()) as sock:
+        sock.sendall(b"".join(request_frame(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                                            correlation_id=i) for i in range(3)) + struct.pack(">i", 200 * 1024 * 1024))
+        correlations = [struct.unpack_from(">i", read_frame(sock) or b"")[0] for _ in range(3)]
+        assert closed_without_answer(sock)
+    assert correlations == [0, 1, 2]
+
+
 def test_requests_sent_back_to_back_are_answered_in_order(server: Server):
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
@@ -532,6 +543,43 @@ def test_a_client_that_sends_requests_without_reading_and_half_closes_gets_every
         correlations = [struct.unpack_from(">i", read_frame(sock) or b"")[0] for _ in range(count + 1)]
         assert sock.recv(1) == b""   # then the close
     assert correlations == list(range(count + 1))
+
+
+def test_sigterm_answers_a_waiting_fetch_closes_idle_connections_and_exits_cleanly(tmp_path: Path):
+    """Stopping the server: a connection that has been answered and waits for more closes at once, a
+    fetch long-polling at the end of the log is answered (empty), and the server exits with 0 and
+    nothing in its log but what a stop says."""
+    import datetime
+
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.static.primitive import i32Timedelta
+
+    running = Server([tmp_path / "data"], "--no-schedule", "--kafka-listen", "127.0.0.1:0", "--max-fetch-wait-ms",
+                     "30000", "--create-topic", "quiet:1").start()
+    try:
+        waiting = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+                               min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                               topics=(FetchTopic(topic="quiet", partitions=(FetchPartition(
+                                   partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                   log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                               forgotten_topics_data=(), rack_id="")
+        with connect(running.kafka_address(), timeout=20) as idle, \
+                connect(running.kafka_address(), timeout=20) as polling:
+            idle.sendall(request_frame(ApiVersionsRequest(client_software_name="t", client_software_version="1")))
+            assert read_frame(idle) is not None
+            polling.sendall(request_frame(waiting, correlation_id=7))
+            time.sleep(0.5)   # the fetch waits at the end of the log
+            started = time.monotonic()
+            assert running.terminate() == 0, running.log()
+            assert time.monotonic() - started < 15, "the stop waited for the fetch's 30 s"
+            answer = read_frame(polling)
+            assert answer is not None and struct.unpack_from(">i", answer)[0] == 7
+            assert closed_without_answer(polling) and closed_without_answer(idle)
+    finally:
+        running.terminate()
+    log = running.log()
+    assert "Traceback" not in log and " ERROR " not in log and "destroyed" not in log, log
 
 
 # -- fuzzing the frame decoder ----------------------------------------------------------------------
@@ -683,7 +731,7 @@ def test_a_file_region_that_lost_bytes_since_the_read_closes_the_connection_rath
     """The frame's size was written before the records: a file cut meanwhile (a truncation) cannot
     fill it, and a client must not read the next answer's bytes as these records."""
     from stratalog.broker.fetch import FileRegion
-    from stratalog.server.kafka.listener import _send
+    from stratalog.server.kafka.connection import send_pieces
 
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(b"r" * 5000)
@@ -697,7 +745,7 @@ def test_a_file_region_that_lost_bytes_since_the_read_closes_the_connection_rath
 
         async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
-                await _send(writer, [b"\0\0\x0f\xa4", region])
+                await send_pieces(writer.transport, [b"\0\0\x0f\xa4", region])
             except ConnectionError as error:
                 outcome.append(str(error))
             writer.close()
