@@ -74,6 +74,8 @@ class DirectConnection(asyncio.Protocol):
         self._queue: deque[tuple[Head, bytes]] = deque()
         self._queued_bytes = 0
         self._worker: asyncio.Task[None] | None = None
+        self._answering = False        # a request is being answered
+        self._idle: asyncio.Future[None] | None = None   # the worker waits for the queue to fill
         self._handing_off = False      # a request for aiohttp came: it gets the connection once the queue is answered
         self._last = False             # a request without keep-alive came: nothing after it is read
         self._eof = False
@@ -116,10 +118,13 @@ class DirectConnection(asyncio.Protocol):
             elif self._handing_off:
                 self._hand_off()
                 return
+        elif self._queue or self._handing_off:
+            self._wake_worker()
         self._throttle()
 
     def eof_received(self) -> bool | None:
         self._eof = True
+        self._wake_worker()
         if self._worker is None and self._handing_off:
             return self._hand_off()
         busy = self._worker is not None
@@ -131,6 +136,7 @@ class DirectConnection(asyncio.Protocol):
         self._lost = True
         self._routes.connections.discard(self)
         self._wake_writer()
+        self._wake_worker()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -176,7 +182,7 @@ class DirectConnection(asyncio.Protocol):
         """Stop reading while answers are owed and a client keeps sending (pipelining, or a request
         for aiohttp waiting for the queue): at most ``MAX_QUEUED`` requests and ``MAX_BUFFERED`` bytes
         wait besides a body still coming. ``_serve`` reads again once they are answered."""
-        if self._reading_paused or self._transport is None or self._worker is None:
+        if self._reading_paused or self._transport is None or self.idle:
             return
         if self._handing_off or len(self._queue) > MAX_QUEUED or \
                 self._queued_bytes + len(self._pending) > MAX_BUFFERED:
@@ -185,28 +191,45 @@ class DirectConnection(asyncio.Protocol):
 
     # -- answering ---------------------------------------------------------------------------------
     async def _serve(self) -> None:
+        """Answer the queue as it fills, until the connection ends or is handed over (waiting, not ending,
+        when it is empty: a task per request would cost more than the wake-up)."""
         transport = self._transport
         assert transport is not None
+        loop = self._loop
+        state = self._routes.state
         try:
-            while self._queue and not self._lost:
+            while not self._lost:
+                if not self._queue:
+                    if self._handing_off or self._last or self._eof or state.draining:
+                        break
+                    if self._reading_paused:
+                        self._reading_paused = False
+                        transport.resume_reading()
+                    self.last_active = loop.time()
+                    self._idle = loop.create_future()
+                    await self._idle
+                    continue
                 head, body = self._queue.popleft()
                 self._queued_bytes -= len(body)
-                await self._answer(head, body)
+                self._answering = True
+                try:
+                    await self._answer(head, body)
+                finally:
+                    self._answering = False
         except Exception:   # a fault of the server's own, not the request's (those are answers): no answer can follow
             logger.exception("closing a connection: answering %s failed", self._peer())
             self._lost = True
             transport.abort()
             return
         finally:
-            self._worker = None
-            self.last_active = self._loop.time()
+            self._worker = self._idle = None
+            self.last_active = loop.time()
+        if self._lost:
+            return
         if self._handing_off:
             self._hand_off()
-        elif self._last or self._eof:
+        else:   # the last request, the end of the input, or the server stopping
             transport.close()
-        elif self._reading_paused:
-            self._reading_paused = False
-            transport.resume_reading()
 
     async def _answer(self, head: Head, body: bytes) -> None:
         routes = self._routes
@@ -272,6 +295,11 @@ class DirectConnection(asyncio.Protocol):
             self._writable = self._loop.create_future()
             await self._writable
 
+    def _wake_worker(self) -> None:
+        idle, self._idle = self._idle, None
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+
     def _wake_writer(self) -> None:
         waiter, self._writable = self._writable, None
         if waiter is not None and not waiter.done():
@@ -303,9 +331,10 @@ class DirectConnection(asyncio.Protocol):
     def idle(self) -> bool:
         """Nothing being answered or waiting to be (a head or body may be half-way: a client that stops
         sending one is idle as well)."""
-        return self._worker is None and not self._queue
+        return not self._answering and not self._queue
 
     def close(self, *, now: bool = False) -> None:
+        self._wake_worker()
         if self._transport is None:
             return
         if now:

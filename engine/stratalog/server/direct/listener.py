@@ -59,7 +59,8 @@ class HttpListener:
                 await self._sweeper
         if self._routes is not None:
             self._routes.state.begin_draining()   # as aiohttp's on_shutdown does: long polls answer now
-            working = [c.worker for c in self._routes.connections if c.worker is not None]
+            # A connection's worker ends once its queue is answered, the server draining.
+            working = [c.worker for c in self._routes.connections if c.worker is not None and not c.idle]
             if working:
                 await asyncio.wait(working, timeout=self._shutdown_timeout)
             for connection in list(self._routes.connections):
