@@ -295,7 +295,15 @@ class ReplicaManager:
         then reads again; ``read_seconds`` is the time of the read that answered.
         """
         self._leader_or_refuse(tp, "fetch from")
-        start = self.log(tp).log_start_offset if offset is None else offset
+        log = self.log(tp)
+        start = log.log_start_offset if offset is None else offset
+        # fetch_many's first read, without its general case around it (closures, lists, a deadline):
+        # most fetches, a consumer keeping up or one that may not wait, are answered by it.
+        first = try_read_whole_batches(log, start, max(0, max_bytes), isolation, zero_copy=zero_copy)
+        if first is not None:
+            if first.size or max_wait_ms <= 0 or self.shutting_down:
+                return first
+            first.release()
         [answer] = await self.fetch_many([(tp, start, max_bytes)], max_wait_ms, 1, max_bytes, isolation,
                                          zero_copy=zero_copy)
         if isinstance(answer, StratalogError):

@@ -176,7 +176,6 @@ class KafkaConnection(asyncio.Protocol):
         assert transport is not None
         scope = self._scope
         loop = asyncio.get_running_loop()
-        close = False
         try:
             while not self._lost and not scope.closing:
                 if not self._queue:
@@ -191,14 +190,12 @@ class KafkaConnection(asyncio.Protocol):
                 frame = self._queue.popleft()
                 if isinstance(frame, str):
                     self._refuse(frame)
-                    close = True
                     break
                 self._queued_bytes -= len(frame)
                 self._answering = True
                 try:
                     pieces = await answer_frame(scope.ctx, frame, self._peer, scope.replication_only, self._refuse)
                     if pieces is None:
-                        close = True
                         break
                     if self._lost:   # the client went while it was answered: an accepted produce still completed
                         _release(pieces)
@@ -209,7 +206,6 @@ class KafkaConnection(asyncio.Protocol):
                 finally:
                     self._answering = False
                 if self._peer.session.close_after_answer:
-                    close = True
                     break
                 if not self._queue and self._pending and not self._stopped:
                     del self._pending[:self._cut(self._pending)]   # frames left uncut until this answer
@@ -224,7 +220,7 @@ class KafkaConnection(asyncio.Protocol):
             self._worker = self._idle = None
         if self._lost:
             transport.abort()
-        else:
+        else:   # a refusal, the end of the input, the listener closing: what was written goes first
             self._stopped = True
             transport.close()
 
