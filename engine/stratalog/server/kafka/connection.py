@@ -3,9 +3,10 @@ at a time in the order they came.
 
 A client may send several requests before reading (librdkafka keeps up to five in flight); a
 long-polling fetch holds only its own connection. The connection is an asyncio ``Protocol``
-rather than a pair of streams, as the HTTP API's data route is (``server/direct``): a stream
-reader copies each frame twice and wakes a future for each of its two reads, which cost the
-listener about a tenth of its CPU per produce (bench/README.md, "Service path").
+rather than a pair of streams, as the HTTP API's data route is (``server/direct``), and one task
+per connection answers its requests, waiting for the next rather than ending with each: a stream
+reader copies each frame twice and wakes a future for each of its two reads, and a task per
+request costs about as much again (bench/README.md, "Service path", stop 47).
 
 A frame's size is checked as it is cut: more than ``socket.request.max.bytes`` (or, before SASL
 authentication, than ``sasl.server.max.receive.size``), or less than a request header, closes the
