@@ -39,6 +39,7 @@ from stratalog.server.direct.request import DirectRequest
 from stratalog.server.gate import through_gate
 from stratalog.server.region_response import corked
 from stratalog.server.sendfile import send_region
+from stratalog.server.served_connection import ServedConnection
 from stratalog.server.state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -62,8 +63,9 @@ class DirectRoutes:
     connections: set[DirectConnection] = field(default_factory=set)
 
 
-class DirectConnection(asyncio.Protocol):
+class DirectConnection(ServedConnection):
     def __init__(self, routes: DirectRoutes) -> None:
+        super().__init__()
         self._routes = routes
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -73,16 +75,11 @@ class DirectConnection(asyncio.Protocol):
         self._line_checked = False     # ... and whether its request line was whole and a data route's
         self._queue: deque[tuple[Head, bytes]] = deque()
         self._queued_bytes = 0
-        self._worker: asyncio.Task[None] | None = None
         self._answering = False        # a request is being answered
-        self._idle: asyncio.Future[None] | None = None   # the worker waits for the queue to fill
         self._handing_off = False      # a request for aiohttp came: it gets the connection once the queue is answered
         self._last = False             # a request without keep-alive came: nothing after it is read
         self._eof = False
-        self._lost = False
         self._reading_paused = False
-        self._writing_paused = False
-        self._writable: asyncio.Future[None] | None = None
         self.last_active = self._loop.time()
 
     # -- asyncio's protocol ------------------------------------------------------------------------
@@ -133,17 +130,8 @@ class DirectConnection(asyncio.Protocol):
             self._transport.get_extra_info("sslcontext") is None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = True
         self._routes.connections.discard(self)
-        self._wake_writer()
-        self._wake_worker()
-
-    def pause_writing(self) -> None:
-        self._writing_paused = True
-
-    def resume_writing(self) -> None:
-        self._writing_paused = False
-        self._wake_writer()
+        super().connection_lost(exc)
 
     # -- framing -----------------------------------------------------------------------------------
     def _frame(self, buf: bytes | bytearray) -> int:
@@ -206,8 +194,7 @@ class DirectConnection(asyncio.Protocol):
                         self._reading_paused = False
                         transport.resume_reading()
                     self.last_active = loop.time()
-                    self._idle = loop.create_future()
-                    await self._idle
+                    await self._until_woken()
                     continue
                 head, body = self._queue.popleft()
                 self._queued_bytes -= len(body)
@@ -290,21 +277,6 @@ class DirectConnection(asyncio.Protocol):
         finally:
             region.close()
 
-    async def _writable_again(self) -> None:
-        while self._writing_paused and not self._lost:
-            self._writable = self._loop.create_future()
-            await self._writable
-
-    def _wake_worker(self) -> None:
-        idle, self._idle = self._idle, None
-        if idle is not None and not idle.done():
-            idle.set_result(None)
-
-    def _wake_writer(self) -> None:
-        waiter, self._writable = self._writable, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
     # -- handing over and closing -----------------------------------------------------------------
     def _hand_off(self) -> bool | None:
         """Give the connection, and every byte from the request that is aiohttp's, to aiohttp's protocol."""
@@ -341,7 +313,3 @@ class DirectConnection(asyncio.Protocol):
             self._transport.abort()
         else:
             self._transport.close()
-
-    @property
-    def worker(self) -> asyncio.Task[None] | None:
-        return self._worker

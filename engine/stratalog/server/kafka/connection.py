@@ -29,6 +29,7 @@ from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.dispatch import Peer, answer_frame
 from stratalog.server.kafka.sasl import SaslSession
 from stratalog.server.sendfile import send_region
+from stratalog.server.served_connection import ServedConnection
 
 logger = logging.getLogger(__name__)
 
@@ -52,23 +53,19 @@ class ListenerScope:
     connections: set[KafkaConnection] = field(default_factory=set)
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(ServedConnection):
     def __init__(self, scope: ListenerScope) -> None:
+        super().__init__()
         self._scope = scope
         self._transport: asyncio.Transport | None = None
         self._peer = Peer(None, "", False, SaslSession())
         self._pending = bytearray()     # received, not yet cut into frames
         self._queue: deque[bytes | str] = deque()   # frames; a str: why the connection closes there
         self._queued_bytes = 0
-        self._worker: asyncio.Task[None] | None = None
         self._answering = False         # a request is being answered (its answer not yet written)
-        self._idle: asyncio.Future[None] | None = None   # the worker waits for the queue to fill
         self._stopped = False           # nothing more is cut: a refused frame, or closing
         self._eof = False
-        self._lost = False
         self._reading_paused = False
-        self._writing_paused = False
-        self._writable: asyncio.Future[None] | None = None
 
     # -- asyncio's protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -104,17 +101,8 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.get_extra_info("sslcontext") is None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = True
         self._scope.connections.discard(self)
-        self._wake_writer()
-        self._wake_worker()
-
-    def pause_writing(self) -> None:
-        self._writing_paused = True
-
-    def resume_writing(self) -> None:
-        self._writing_paused = False
-        self._wake_writer()
+        super().connection_lost(exc)
 
     # -- cutting frames ----------------------------------------------------------------------------
     def _cut(self, buf: bytes | bytearray) -> int:
@@ -154,11 +142,6 @@ class KafkaConnection(asyncio.Protocol):
         else:
             self._wake_worker()
 
-    def _wake_worker(self) -> None:
-        idle, self._idle = self._idle, None
-        if idle is not None and not idle.done():
-            idle.set_result(None)
-
     def _throttle(self) -> None:
         """Stop reading while answers are owed and a client keeps sending: at most ``MAX_QUEUED``
         requests and ``MAX_BUFFERED`` bytes wait besides a frame still coming. ``_serve`` reads
@@ -176,7 +159,6 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         scope = self._scope
-        loop = asyncio.get_running_loop()
         try:
             while not self._lost and not scope.closing:
                 if not self._queue:
@@ -185,8 +167,7 @@ class KafkaConnection(asyncio.Protocol):
                     if self._reading_paused:
                         self._reading_paused = False
                         transport.resume_reading()
-                    self._idle = loop.create_future()
-                    await self._idle
+                    await self._until_woken()
                     continue
                 frame = self._queue.popleft()
                 if isinstance(frame, str):
@@ -229,21 +210,7 @@ class KafkaConnection(asyncio.Protocol):
         self._scope.closed_for_bad_frames += 1
         logger.warning("Kafka listener: closing the connection from %s: %s", self._peer.address, why)
 
-    async def _writable_again(self) -> None:
-        while self._writing_paused and not self._lost:
-            self._writable = asyncio.get_running_loop().create_future()
-            await self._writable
-
-    def _wake_writer(self) -> None:
-        waiter, self._writable = self._writable, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
     # -- closing -----------------------------------------------------------------------------------
-    @property
-    def worker(self) -> asyncio.Task[None] | None:
-        return self._worker
-
     @property
     def busy(self) -> bool:
         """A request is being answered, or waits to be."""
