@@ -130,7 +130,8 @@ class DirectConnection(ServedConnection):
             self._transport.get_extra_info("sslcontext") is None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._routes.connections.discard(self)
+        if self._worker is None:   # else the worker's end: the listener's cleanup waits for it meanwhile
+            self._routes.connections.discard(self)
         super().connection_lost(exc)
 
     # -- framing -----------------------------------------------------------------------------------
@@ -203,6 +204,10 @@ class DirectConnection(ServedConnection):
                     await self._answer(head, body)
                 finally:
                     self._answering = False
+                if state.draining:   # its answer said that the connection closes: nothing after it is answered
+                    self._queue.clear()
+                    self._handing_off = False
+                    break
         except Exception:   # a fault of the server's own, not the request's (those are answers): no answer can follow
             logger.exception("closing a connection: answering %s failed", self._peer())
             self._lost = True
@@ -211,6 +216,8 @@ class DirectConnection(ServedConnection):
         finally:
             self._worker = self._idle = None
             self.last_active = loop.time()
+            if self._lost:
+                self._routes.connections.discard(self)
         if self._lost:
             return
         if self._handing_off:
@@ -229,7 +236,7 @@ class DirectConnection(ServedConnection):
         response = await through_gate(state, request, handler, DATA_ROUTE, (lambda: admit_to(
             access, need, f"{head.method} {DATA_ROUTE}", head.headers.get("Authorization"), head.topic))
             if access.enabled else None, True)
-        keep_alive = head.keep_alive
+        keep_alive = head.keep_alive and not state.draining   # a draining server closes after the answer
         date = routes.date.at(time.time())
         if isinstance(response, DataAnswer):
             region = response.region

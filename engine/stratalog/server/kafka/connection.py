@@ -101,7 +101,8 @@ class KafkaConnection(ServedConnection):
             self._transport.get_extra_info("sslcontext") is None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._scope.connections.discard(self)
+        if self._worker is None:   # else the worker's end: the listener's close waits for it meanwhile
+            self._scope.connections.discard(self)
         super().connection_lost(exc)
 
     # -- cutting frames ----------------------------------------------------------------------------
@@ -200,6 +201,8 @@ class KafkaConnection(ServedConnection):
             self._lost = True
         finally:
             self._worker = self._idle = None
+            if self._lost:
+                scope.connections.discard(self)
         if self._lost:
             transport.abort()
         else:   # a refusal, the end of the input, the listener closing: what was written goes first
