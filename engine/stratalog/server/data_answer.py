@@ -27,7 +27,6 @@ class DataAnswer:
 
     __slots__ = ("content_type", "headers", "body", "region")
     status = 200
-    reason = "OK"
 
     def __init__(self, content_type: str, body: bytes = b"", headers: dict[str, str] | None = None,
                  region: FileRegion | None = None) -> None:

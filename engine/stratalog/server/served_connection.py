@@ -6,10 +6,15 @@ that wait while the transport's buffer is above its high-water mark."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import MutableSet
+from typing import Any
 
 
 class ServedConnection(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, connections: MutableSet[Any]) -> None:
+        """``connections``: the listener's open connections, which its close waits for; this one is in
+        it from ``connection_made`` until it is lost and its worker has ended."""
+        self._connections = connections
         self._worker: asyncio.Task[None] | None = None
         self._idle: asyncio.Future[None] | None = None       # the worker waits for requests
         self._lost = False
@@ -18,8 +23,16 @@ class ServedConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
+        if self._worker is None:   # else at the worker's end (``_worker_ended``): a close waits for it meanwhile
+            self._connections.discard(self)
         self._wake_writer()
         self._wake_worker()
+
+    def _worker_ended(self) -> None:
+        """The worker's last step, however it ends."""
+        self._worker = self._idle = None
+        if self._lost:
+            self._connections.discard(self)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -35,8 +48,7 @@ class ServedConnection(asyncio.Protocol):
 
     def _wake_worker(self) -> None:
         idle, self._idle = self._idle, None
-        if idle is not None and not idle.done():
-            idle.set_result(None)
+        _resolve(idle)
 
     async def _writable_again(self) -> None:
         while self._writing_paused and not self._lost:
@@ -45,9 +57,13 @@ class ServedConnection(asyncio.Protocol):
 
     def _wake_writer(self) -> None:
         waiter, self._writable = self._writable, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        _resolve(waiter)
 
     @property
     def worker(self) -> asyncio.Task[None] | None:
         return self._worker
+
+
+def _resolve(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)

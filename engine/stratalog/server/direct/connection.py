@@ -65,7 +65,7 @@ class DirectRoutes:
 
 class DirectConnection(ServedConnection):
     def __init__(self, routes: DirectRoutes) -> None:
-        super().__init__()
+        super().__init__(routes.connections)
         self._routes = routes
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -128,11 +128,6 @@ class DirectConnection(ServedConnection):
         # Keep the sending half open for the answers still owed (TLS cannot: it closes either way).
         return True if busy and self._transport is not None and \
             self._transport.get_extra_info("sslcontext") is None else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._worker is None:   # else the worker's end: the listener's cleanup waits for it meanwhile
-            self._routes.connections.discard(self)
-        super().connection_lost(exc)
 
     # -- framing -----------------------------------------------------------------------------------
     def _frame(self, buf: bytes | bytearray) -> int:
@@ -214,10 +209,8 @@ class DirectConnection(ServedConnection):
             transport.abort()
             return
         finally:
-            self._worker = self._idle = None
+            self._worker_ended()
             self.last_active = loop.time()
-            if self._lost:
-                self._routes.connections.discard(self)
         if self._lost:
             return
         if self._handing_off:

@@ -55,7 +55,7 @@ class ListenerScope:
 
 class KafkaConnection(ServedConnection):
     def __init__(self, scope: ListenerScope) -> None:
-        super().__init__()
+        super().__init__(scope.connections)
         self._scope = scope
         self._transport: asyncio.Transport | None = None
         self._peer = Peer(None, "", False, SaslSession())
@@ -99,11 +99,6 @@ class KafkaConnection(ServedConnection):
         # Keep the sending half open for the answers still owed (TLS cannot: it closes either way).
         return True if self._worker is not None and self._transport is not None and \
             self._transport.get_extra_info("sslcontext") is None else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._worker is None:   # else the worker's end: the listener's close waits for it meanwhile
-            self._scope.connections.discard(self)
-        super().connection_lost(exc)
 
     # -- cutting frames ----------------------------------------------------------------------------
     def _cut(self, buf: bytes | bytearray) -> int:
@@ -200,9 +195,7 @@ class KafkaConnection(ServedConnection):
                                  self._peer.address)
             self._lost = True
         finally:
-            self._worker = self._idle = None
-            if self._lost:
-                scope.connections.discard(self)
+            self._worker_ended()
         if self._lost:
             transport.abort()
         else:   # a refusal, the end of the input, the listener closing: what was written goes first
