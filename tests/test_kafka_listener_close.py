@@ -22,10 +22,21 @@ from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.listener import KafkaListener
 
 
-def _api_versions_frame() -> bytes:
+async def _one_request_held(broker, tmp_path, monkeypatch, held) -> tuple[KafkaListener, asyncio.StreamReader,
+                                                                           asyncio.StreamWriter]:
+    """A listener over ``broker`` whose ApiVersions is answered by ``held``, and a connection that has
+    sent one ApiVersions request, which now waits in ``held``."""
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-    return request_frame(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    monkeypatch.setitem(dispatch.HANDLERS, api_versions.API_VERSIONS, held)
+    ctx = KafkaContext(broker, broker.engine, 0, "127.0.0.1", 0, 500, ProducerIdAllocator(tmp_path, 0),
+                       GroupCoordinator(broker))
+    listener = KafkaListener(ctx)
+    [(host, port)] = await listener.start("127.0.0.1", 0)
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(request_frame(ApiVersionsRequest(client_software_name="t", client_software_version="1")))
+    await asyncio.sleep(0.2)   # the request is taken and waits in its handler
+    return listener, reader, writer
 
 
 @pytest.mark.parametrize("client_leaves", [False, True], ids=["client stays", "client left"])
@@ -44,14 +55,7 @@ def test_close_waits_for_a_request_in_flight_even_when_its_client_has_left(start
             finished.append("answered")
             return api_versions.api_versions_response(sasl=False)
 
-        monkeypatch.setitem(dispatch.HANDLERS, api_versions.API_VERSIONS, held)
-        ctx = KafkaContext(broker, broker.engine, 0, "127.0.0.1", 0, 500, ProducerIdAllocator(tmp_path, 0),
-                           GroupCoordinator(broker))
-        listener = KafkaListener(ctx)
-        [(host, port)] = await listener.start("127.0.0.1", 0)
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(_api_versions_frame())
-        await asyncio.sleep(0.2)   # the request is taken and waits in its handler
+        listener, reader, writer = await _one_request_held(broker, tmp_path, monkeypatch, held)
         if client_leaves:   # gone at once, with a reset (a FIN would leave the sending half open for the answer)
             writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.close()
@@ -81,14 +85,7 @@ def test_close_cuts_a_request_still_in_flight_after_its_grace(started_broker, tm
             await asyncio.sleep(60)
             return api_versions.api_versions_response(sasl=False)
 
-        monkeypatch.setitem(dispatch.HANDLERS, api_versions.API_VERSIONS, held)
-        ctx = KafkaContext(broker, broker.engine, 0, "127.0.0.1", 0, 500, ProducerIdAllocator(tmp_path, 0),
-                           GroupCoordinator(broker))
-        listener = KafkaListener(ctx)
-        [(host, port)] = await listener.start("127.0.0.1", 0)
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(_api_versions_frame())
-        await asyncio.sleep(0.2)
+        listener, reader, writer = await _one_request_held(broker, tmp_path, monkeypatch, held)
         await asyncio.wait_for(listener.close(grace_s=0.5), 5)
         cut = await reader.read() == b""   # no answer: the connection was cut
         writer.close()

@@ -313,20 +313,30 @@ def test_a_fetch_out_of_range_and_of_an_unknown_partition_get_their_codes(server
     assert codes == {0: 1, 9: 3}   # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
 
 
-def fetch_at(server: Server, offset: int, *, current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
-             topic: str = "epochs", partition_max_bytes: int = 1 << 20, max_wait_ms: int = 10, min_bytes: int = 1):
+def fetch_request(topic: str, offset: int, *, max_wait_ms: int, max_bytes: int = 1 << 20,
+                  partition_max_bytes: int = 1 << 20, current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
+                  min_bytes: int = 1):
+    """A consumer's Fetch v12 of partition 0 of ``topic``."""
     from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-    from kio.schema.fetch.v12.response import FetchResponse
     from kio.static.primitive import i32Timedelta
     import datetime
 
-    request = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
-                           min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                           topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
-                               partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
-                               last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
-                               partition_max_bytes=partition_max_bytes),)),),
-                           forgotten_topics_data=(), rack_id="")
+    return FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
+                        min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                        topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+                            partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
+                            last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
+                            partition_max_bytes=partition_max_bytes),)),),
+                        forgotten_topics_data=(), rack_id="")
+
+
+def fetch_at(server: Server, offset: int, *, current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
+             topic: str = "epochs", partition_max_bytes: int = 1 << 20, max_wait_ms: int = 10, min_bytes: int = 1):
+    from kio.schema.fetch.v12.response import FetchResponse
+
+    request = fetch_request(topic, offset, max_wait_ms=max_wait_ms, partition_max_bytes=partition_max_bytes,
+                            current_leader_epoch=current_leader_epoch, last_fetched_epoch=last_fetched_epoch,
+                            min_bytes=min_bytes)
     _, response = call(server.kafka_address(), request, FetchResponse)
     return response.responses[0].partitions[0]
 
@@ -365,11 +375,8 @@ def test_fetches_answer_whole_batches_from_the_file_or_read_below_64_kib_and_kee
 def test_a_fetch_larger_than_the_socket_takes_at_once_arrives_whole_and_in_order(server: Server):
     """The region goes straight from the file as far as the socket takes it; the rest follows once
     the client reads (here only after the server's socket buffer has filled)."""
-    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
     from kio.schema.fetch.v12.response import FetchResponse
     from kio.serial import entity_reader
-    from kio.static.primitive import i32Timedelta
-    import datetime
 
     for i in range(24):
         batch = kafka_batch([(b"k", bytes([i]) * (512 * 1024))])
@@ -378,12 +385,7 @@ def test_a_fetch_larger_than_the_socket_takes_at_once_arrives_whole_and_in_order
     stored = server.get("/v1/topics/large/partitions/0/records", params={"offset": 0, "maxBytes": 64 << 20},
                         headers={"Accept": RECORD_BATCH}).content
     assert len(stored) > 12 << 20
-    request = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=0)),
-                           min_bytes=1, max_bytes=64 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                           topics=(FetchTopic(topic="large", partitions=(FetchPartition(
-                               partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-                               log_start_offset=-1, partition_max_bytes=64 << 20),)),),
-                           forgotten_topics_data=(), rack_id="")
+    request = fetch_request("large", 0, max_wait_ms=0, max_bytes=64 << 20, partition_max_bytes=64 << 20)
     with connect(server.kafka_address(), timeout=30) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         sock.sendall(request_frame(request, correlation_id=7))
@@ -520,20 +522,11 @@ def test_a_client_that_sends_requests_without_reading_and_half_closes_gets_every
     wait, then the close. With few the shutdown arrives while the fetch waits; with more than a
     connection buffers before the listener stops reading it (asyncio's stream limit, 64 KiB: 2000
     frames are about 80 KiB) the reading resumes as they are answered."""
-    import datetime
-
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
-    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-    from kio.static.primitive import i32Timedelta
 
     topic = f"half-closed-{count}"
     server.create_topic(topic, 1)
-    waiting = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=300)),
-                           min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                           topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
-                               partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-                               log_start_offset=-1, partition_max_bytes=1 << 20),)),),
-                           forgotten_topics_data=(), rack_id="")
+    waiting = fetch_request(topic, 0, max_wait_ms=300)
     frames = b"".join(request_frame(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
                                     correlation_id=i) for i in range(count)) + request_frame(waiting, correlation_id=count)
     with connect(server.kafka_address()) as sock:
@@ -549,21 +542,12 @@ def test_sigterm_answers_a_waiting_fetch_closes_idle_connections_and_exits_clean
     """Stopping the server: a connection that has been answered and waits for more closes at once, a
     fetch long-polling at the end of the log is answered (empty), and the server exits with 0 and
     nothing in its log but what a stop says."""
-    import datetime
-
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
-    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-    from kio.static.primitive import i32Timedelta
 
     running = Server([tmp_path / "data"], "--no-schedule", "--kafka-listen", "127.0.0.1:0", "--max-fetch-wait-ms",
                      "30000", "--create-topic", "quiet:1").start()
     try:
-        waiting = FetchRequest(replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-                               min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                               topics=(FetchTopic(topic="quiet", partitions=(FetchPartition(
-                                   partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-                                   log_start_offset=-1, partition_max_bytes=1 << 20),)),),
-                               forgotten_topics_data=(), rack_id="")
+        waiting = fetch_request("quiet", 0, max_wait_ms=30_000)
         with connect(running.kafka_address(), timeout=20) as idle, \
                 connect(running.kafka_address(), timeout=20) as polling:
             idle.sendall(request_frame(ApiVersionsRequest(client_software_name="t", client_software_version="1")))
