@@ -185,8 +185,10 @@ def test_serve_on_a_directory_it_may_not_write_says_who_owns_it_and_who_it_runs_
         data.mkdir(mode=0o750)
         os.chown(data, 0, 0)
         # The interpreter lives under /root here, which uid 10001 may not read: the child loads the
-        # engine as root, then becomes uid 10001 (the image's user) before ``stratalog serve`` runs.
+        # engine as root (with uvloop and the codec its address lookup loads late), then becomes uid
+        # 10001 (the image's user) before ``stratalog serve`` runs.
         as_agent = ("import os, sys; import stratalog.cli, stratalog.cli.serve, stratalog.server.run; "
+                    "import encodings.idna, uvloop; "
                     "os.setgroups([10001]); os.setgid(10001); os.setuid(10001); "
                     "sys.exit(stratalog.cli.main(sys.argv[1:]))")
         done = subprocess.run([sys.executable, "-c", as_agent, "serve", "--listen", "127.0.0.1:0", "--data-dir",

@@ -729,7 +729,7 @@ def test_a_file_region_that_lost_bytes_since_the_read_closes_the_connection_rath
 
         async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
-                await send_pieces(writer.transport, [b"\0\0\x0f\xa4", region])
+                await send_pieces(writer.transport, [b"\0\0\x0f\xa4", region], writer.drain)
             except ConnectionError as error:
                 outcome.append(str(error))
             writer.close()

@@ -42,6 +42,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     assert running.terminate() == 0, running.log()
 
 
+@pytest.fixture(scope="module", params=["uvloop", "asyncio"])
+def server_on_each_loop(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server on each event loop stratalog serve runs on (uvloop is the default where installed)."""
+    root = tmp_path_factory.mktemp(f"serve-{request.param}")
+    running = Server([root / "data"], "--no-schedule", "--event-loop", request.param).start()
+    assert f"event loop {request.param})" in running.log()
+    yield running
+    assert running.terminate() == 0, running.log()
+
+
 def metric_samples(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = server.get("/metrics").text
     out = {}
@@ -237,10 +247,11 @@ def test_fetch_is_batch_granular_in_binary_and_exact_in_json(server: Server) -> 
 
 
 def test_binary_fetches_send_whole_batches_large_from_the_segment_file_small_copied_and_keep_no_descriptor_open(
-        server: Server) -> None:
+        server_on_each_loop: Server) -> None:
     from stratalog.records import iter_batch_infos
     from stratalog.server.records import SENDFILE_ABOVE_BYTES
 
+    server = server_on_each_loop
     server.create_topic("sendfile")
     for b in range(6):   # batches of about 24 KiB
         server.produce_raw("sendfile", 0, kafka_batch([(b"k", f"{b}-{i}".encode() * 2000) for i in range(4)]))
@@ -530,9 +541,10 @@ def test_bad_request_gets_its_kafka_error_and_changes_nothing(
 
 
 # -- shutdown and restart -------------------------------------------------------------------------
-def test_sigterm_drains_then_restart_skips_recovery(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_sigterm_drains_then_restart_skips_recovery(tmp_path: Path, loop: str) -> None:
     data = tmp_path / "data"
-    server = Server([data], "--no-schedule", "--create-topic", "acked:3").start()
+    server = Server([data], "--no-schedule", "--create-topic", "acked:3", "--event-loop", loop).start()
     acked: list[tuple[int, str]] = []
     lock = threading.Lock()
     stop = threading.Event()

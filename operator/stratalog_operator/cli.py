@@ -144,6 +144,9 @@ def register(sub: Any) -> None:
                     help="DiskPressure when a volume's free space falls under this share (default 0.1)")
     ag.add_argument("--log-level", default=os.environ.get("STRATALOG_LOG_LEVEL", "INFO"),
                     choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    ag.add_argument("--event-loop", choices=["uvloop", "asyncio"], default=None,
+                    help="the event loop to run on (default uvloop where installed, as the server extra installs "
+                         "it; else asyncio's own)")
     ag.set_defaults(run=_run_agent)
 
 
@@ -171,7 +174,13 @@ def _run_operator(args: argparse.Namespace) -> int:
 
 def _run_agent(args: argparse.Namespace) -> int:
     try:
+        from stratalog.server.event_loop import chosen as chosen_event_loop
+
         from .agent.run import AgentRunOptions, main
     except ImportError as error:
         raise _missing_extra("agent", error) from None
-    return main(AgentRunOptions.from_args(args), log_level=args.log_level)
+    try:
+        event_loop = chosen_event_loop(args.event_loop)
+    except ValueError as error:
+        raise SystemExit(f"stratalog agent: {error}") from None
+    return main(AgentRunOptions.from_args(args), log_level=args.log_level, event_loop=event_loop)

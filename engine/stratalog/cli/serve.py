@@ -78,12 +78,16 @@ def register(sub: Any) -> None:
                         help="with --broker-id: the CA of TLS leaders' certificates (https:// or kafka+ssl://)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument("--event-loop", choices=["uvloop", "asyncio"], default=None,
+                        help="the event loop to serve on (default uvloop where installed, as the server extra "
+                             "installs it; else asyncio's own)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         from stratalog.server.credentials import Credentials
+        from stratalog.server.event_loop import chosen as chosen_event_loop
         from stratalog.server.run import ServeOptions, main, parse_create_topic, parse_listen
         from stratalog.server.state import Settings
     except ImportError as error:  # the server extra is not installed
@@ -95,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         kafka_listen = parse_listen(args.kafka_listen, flag="--kafka-listen") if args.kafka_listen else None
         kafka_advertise = parse_listen(args.kafka_advertise, flag="--kafka-advertise") if args.kafka_advertise \
             else None
+        event_loop = chosen_event_loop(args.event_loop)
     except ValueError as error:
         raise SystemExit(f"stratalog serve: {error}") from None
     for name, _ in topics:
@@ -124,4 +129,4 @@ def run(args: argparse.Namespace) -> int:
                            tls=(args.tls_cert, args.tls_key) if args.tls_cert is not None else None,
                            tls_reload_seconds=args.tls_reload_seconds, token_file=args.token_file,
                            replication=Credentials(args.replication_token_file, args.replication_ca_file))
-    return main(options, log_level=args.log_level)
+    return main(options, log_level=args.log_level, event_loop=event_loop)

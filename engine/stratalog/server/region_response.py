@@ -43,9 +43,9 @@ class RegionResponse(web.StreamResponse):
         try:
             with corked(request.transport):
                 writer = await super().prepare(request)   # the headers go now (a StreamResponse's way)
-                if request.transport is None:
+                if request.transport is None or writer is None:
                     raise ConnectionResetError("the connection closed before the records were sent")
-                await send_region(request.transport, region)
+                await send_region(request.transport, region, writer.drain)
             await super().write_eof()
             return writer
         finally:

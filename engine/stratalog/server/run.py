@@ -39,6 +39,7 @@ from stratalog.server.access.model import OPEN, AccessControl
 from stratalog.server.access.static_tokens import StaticTokens, TokenFileError
 from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import DATA_HANDLERS, create_app
+from stratalog.server import event_loop as event_loops
 from stratalog.server.direct.listener import HttpListener, direct_enabled, start_listener
 from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.listener import KafkaListener
@@ -211,7 +212,8 @@ async def serve(options: ServeOptions) -> int:
             if options.kafka_listen is not None:
                 kafka = await _listen_kafka(state, options, tls.context if tls else None)
             state.started = True
-            logger.info("ready (schedule %s)", "on" if options.schedule else "off: use /v1/maintenance/*")
+            logger.info("ready (schedule %s; event loop %s)", "on" if options.schedule else "off: use /v1/maintenance/*",
+                        event_loops.running())
             await stop.wait()
         except StratalogError as error:
             logger.error("cannot start: %s: %s", error.code, error)
@@ -267,7 +269,7 @@ async def _listen_kafka(state: ServerState, options: ServeOptions, ssl_context: 
     return listener
 
 
-def main(options: ServeOptions, *, log_level: str = "INFO") -> int:
+def main(options: ServeOptions, *, log_level: str = "INFO", event_loop: str = "asyncio") -> int:
     logging.basicConfig(level=log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(serve(options))
+    return event_loops.run(serve(options), event_loop)

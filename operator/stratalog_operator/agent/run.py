@@ -31,6 +31,7 @@ from kopf._core.intents.registries import SmartOperatorRegistry  # OperatorRegis
 
 from stratalog.common.properties import parse_properties
 from stratalog.common.config import parse_key_value_pairs
+from stratalog.server import event_loop as event_loops
 from stratalog.server.access.model import OPEN, AccessControl
 from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import create_app
@@ -353,11 +354,11 @@ def _resource_name(owner: list[Agent], topic: str) -> str | None:
     return str(body["metadata"]["name"]) if body is not None else None
 
 
-def main(options: AgentRunOptions, *, log_level: str = "INFO") -> int:
+def main(options: AgentRunOptions, *, log_level: str = "INFO", event_loop: str = "asyncio") -> int:
     logging.basicConfig(level=log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if log_level != "DEBUG":   # kopf logs every handler and timer run at INFO
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     # `kill -USR1` prints every thread's stack to the log: how to see where a stop hangs.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    return asyncio.run(run_agent(options))
+    return event_loops.run(run_agent(options), event_loop)

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from aiohttp import web
 
@@ -84,7 +85,7 @@ class DirectConnection(ServedConnection):
 
     # -- asyncio's protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)   # uvloop's transports are not asyncio.Transport subclasses
         self._transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -266,7 +267,7 @@ class DirectConnection(ServedConnection):
             await self._writable_again()
             with corked(transport):
                 transport.write(head)
-                await send_region(transport, region)
+                await send_region(transport, region, self._writable_again)
         except ConnectionError:
             # The client went, or send_region closed the connection: the file had lost bytes its fields promised.
             self._lost = True

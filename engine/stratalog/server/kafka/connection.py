@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from stratalog.broker.fetch import FileRegion
 from stratalog.server.kafka.codec import Piece
@@ -69,7 +70,7 @@ class KafkaConnection(ServedConnection):
 
     # -- asyncio's protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)   # uvloop's transports are not asyncio.Transport subclasses
         self._transport = transport
         address = transport.get_extra_info("peername")
         # sendfile needs the bytes to go to the socket as they are in the file: not through TLS
@@ -179,7 +180,7 @@ class KafkaConnection(ServedConnection):
                         _release(pieces)
                         break
                     if pieces:
-                        await send_pieces(transport, pieces)
+                        await send_pieces(transport, pieces, self._writable_again)
                         await self._writable_again()
                 finally:
                     self._answering = False
@@ -232,7 +233,8 @@ def _release(pieces: Sequence[Piece]) -> None:
             piece.close()
 
 
-async def send_pieces(transport: asyncio.WriteTransport, pieces: Sequence[Piece]) -> None:
+async def send_pieces(transport: asyncio.WriteTransport, pieces: Sequence[Piece],
+                      drain: Callable[[], Awaitable[None]]) -> None:
     """A response frame's pieces in order, each as it is: the buffers between regions written at
     once, file regions sent from their files (``send_region``). The regions are closed here, sent or
     not; raises ``ConnectionError`` when the connection is gone (or was closed for a short region)."""
@@ -243,7 +245,7 @@ async def send_pieces(transport: asyncio.WriteTransport, pieces: Sequence[Piece]
                 if buffers:
                     transport.writelines(buffers)
                     buffers = []
-                await send_region(transport, piece)
+                await send_region(transport, piece, drain)
             else:
                 buffers.append(piece)
         if buffers:
