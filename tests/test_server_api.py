@@ -805,9 +805,12 @@ def test_cli_commands_with_server(server: Server) -> None:
 def test_cli_consume_follow_tails_until_interrupted(server: Server) -> None:
     server.create_topic("followed")
     server.produce_json("followed", 0, [{"value": "before"}])
+    # SIGINT at its default, as a terminal's foreground job has it: a test run started in a shell's
+    # background inherits it ignored, and Python then installs no KeyboardInterrupt for it.
     process = subprocess.Popen([*STRATALOG, "consume", "--server", server.base,
                                 "--topic", "followed", "--follow"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert process.stdout is not None
         assert json.loads(_readline(process))["value"] == "before"
