@@ -130,6 +130,27 @@ def test_a_fetch_answer_corks_its_connection_and_uncorks_it_or_does_neither_wher
     assert asyncio.run(corked_states()) == ([True, 1, True, 0] if cork else [False, 0, False, 0])
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_connection_closed_meanwhile_is_left_uncorked_on_either_loop(loop: str):
+    """A client that left while its answer waited for the buffer: its socket, as the transport gave
+    it, refuses the option (EBADF on asyncio's, ValueError on uvloop's), and the answer ends quietly."""
+    from stratalog.server import region_response
+
+    async def cork_after_close() -> bool:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+            sock = writer.get_extra_info("socket")
+            writer.close()
+            await writer.wait_closed()
+            return region_response.cork(sock, True)
+
+    assert event_loop.run(cork_after_close(), loop) is False
+
+
 def test_a_connection_that_is_not_tcp_is_left_uncorked_and_so_is_one_without_a_socket():
     from stratalog.server import region_response
 

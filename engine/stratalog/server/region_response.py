@@ -76,6 +76,6 @@ def cork(sock: socket.socket | None, on: bool) -> bool:
         return False
     try:
         sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1 if on else 0)
-    except OSError:
+    except (OSError, ValueError):   # closed: EBADF on asyncio's socket, ValueError on uvloop's PseudoSocket
         return False
     return True
