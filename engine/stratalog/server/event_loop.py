@@ -1,10 +1,10 @@
 """The event loop a server process runs on: uvloop where it is installed, else asyncio's own.
 
 The listeners' own Python is lean enough now that the loop's share of a request shows: on uvloop
-(libuv, in C) ``stratalog serve`` spends about a fifth less CPU per HTTP produce or fetch than on
-asyncio's selector loop (bench/README.md, "Service path"). Both loops stay supported: tests run
-servers in process on asyncio's, and ``--event-loop asyncio`` is there to rule the loop out when a
-problem is looked into.
+(libuv, in C) ``stratalog serve`` spends about a tenth less CPU per HTTP produce or fetch than on
+asyncio's selector loop, and up to a twentieth less on the Kafka listener (bench/README.md,
+"Service path"). Both loops stay supported: tests run servers in process on asyncio's, and
+``--event-loop asyncio`` is there to rule the loop out when a problem is looked into.
 """
 
 from __future__ import annotations
