@@ -288,6 +288,8 @@ class DirectConnection(ServedConnection):
         protocol = self._routes.fallback()
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
+        if self._writing_paused:   # the transport will tell the new protocol, not this one, when it drained
+            protocol.pause_writing()
         if self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
