@@ -29,6 +29,7 @@ from stratalog.server.direct.framing import (
     MAX_FIELD_BYTES,
     WAIT,
     Head,
+    HeadReader,
     answer_head,
     data_answer_head,
     data_target,
@@ -413,6 +414,28 @@ def test_an_http_1_1_head_without_host_is_left_to_aiohttp_and_an_http_1_0_one_is
     assert parse_head(head(host=False)) is None
     assert parse_head(head(host=False, line="GET /v1/topics/t/partitions/0/records HTTP/1.0")) is not None
     assert parse_head(head(*(f"X-{i}: {i}" for i in range(127)))) is not None   # 128 fields, Host included
+
+
+@settings(max_examples=1000, deadline=None)
+@given(method=st.sampled_from([b"GET", b"POST"]), version=st.sampled_from([b"HTTP/1.1", b"HTTP/1.0"]),
+       fields=st.sampled_from([(), ("Content-Length: 3",), ("Accept: a/b", "Connection: close"),
+                               ("Transfer-Encoding: chunked",), ("Connection: Upgrade", "Upgrade: x")]),
+       topic=st.binary(max_size=4), query=st.binary(max_size=6), warm_fields=st.booleans())
+def test_a_connection_reads_every_head_as_parse_head_does_when_its_fields_repeat_the_last_heads(
+        method: bytes, version: bytes, fields: tuple[str, ...], topic: bytes, query: bytes, warm_fields: bool) -> None:
+    """The fields remembered from the last head, the request line (any bytes in its target) is still
+    taken or left exactly as llhttp's parse of the whole head decides."""
+    field_lines = b"".join(f"{f}\r\n".encode() for f in ("Host: x", *fields))
+    def whole(target: bytes) -> bytes:
+        return method + b" " + target + b" " + version + b"\r\n" + field_lines + b"\r\n"
+    reader = HeadReader()
+    warm = whole(b"/v1/topics/t/partitions/0/records?offset=1")
+    assert reader.read(warm) == parse_head(warm)
+    if not warm_fields:   # a different head between: the fields are read again
+        other = b"GET /v1/topics/t/partitions/0/records HTTP/1.1\r\nHost: y\r\n\r\n"
+        assert reader.read(other) == parse_head(other)
+    head = whole(b"/v1/topics/t" + topic + b"/partitions/0/records?offset=1" + query)
+    assert reader.read(head) == parse_head(head)
 
 
 def verdicts(data: bytes, pieces: int) -> list[int]:

@@ -30,11 +30,11 @@ from stratalog.server.direct.framing import (
     LEAVE,
     WAIT,
     Head,
+    HeadReader,
     HttpDate,
     answer_head,
     data_answer_head,
     head_verdict,
-    parse_head,
 )
 from stratalog.server.direct.request import DirectRequest
 from stratalog.server.gate import through_gate
@@ -74,6 +74,7 @@ class DirectConnection(ServedConnection):
         self._need = 0                 # a body is coming: framing waits until ``_pending`` holds this many bytes
         self._scanned = 0              # a head is coming: how much of it ``head_verdict`` has looked at
         self._line_checked = False     # ... and whether its request line was whole and a data route's
+        self._heads = HeadReader()
         self._queue: deque[tuple[Head, bytes]] = deque()
         self._queued_bytes = 0
         self._answering = False        # a request is being answered
@@ -144,7 +145,7 @@ class DirectConnection(ServedConnection):
                 self._scanned = size - pos
                 break
             self._scanned, self._line_checked = 0, False
-            head = None if end == LEAVE else parse_head(bytes(view[pos:end]))
+            head = None if end == LEAVE else self._heads.read(bytes(view[pos:end]))
             if head is None or head.body_length > limit:
                 self._handing_off = True
                 break
@@ -241,7 +242,7 @@ class DirectConnection(ServedConnection):
                 return
             if transport.is_closing():
                 return
-            transport.write(answer + response.body)
+            transport.writelines((answer, response.body))   # one writev on uvloop: the body is not copied first
             if self._writing_paused:
                 await self._writable_again()
             return

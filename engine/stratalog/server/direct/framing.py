@@ -17,7 +17,7 @@ from email.utils import formatdate
 
 import httptools
 from aiohttp.http_parser import SINGLETON_HEADERS
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 
 DATA_ROUTE = "/v1/topics/{topic}/partitions/{partition}/records"
 # aiohttp's limits (run.MAX_REQUEST_LINE, its max_field_size): a longer line or field is aiohttp's to refuse.
@@ -43,7 +43,7 @@ class Head:
     topic: str
     partition: str
     query: str
-    headers: CIMultiDict[str]
+    headers: CIMultiDictProxy[str]
     body_length: int
     keep_alive: bool
     http10: bool
@@ -139,6 +139,61 @@ def parse_head(head: bytes) -> Head | None:
     target = data_target(head[:line_end])
     if target is None:
         return None
+    fields = _read_fields(head)
+    return None if fields is None else _head(target, fields)
+
+
+# What llhttp takes in a request target: printable ASCII, no space (a byte outside it fails the parse).
+_TARGET_BYTES = bytes(range(0x21, 0x7F))
+
+
+class HeadReader:
+    """``parse_head`` for one connection, which remembers the last head's fields: a client sends the
+    same ones with every request (Host, Content-Length, Accept), so a head whose method, version and
+    field lines are the last one's byte for byte is not parsed again -- its request line is checked
+    as llhttp checks a target (``_TARGET_BYTES``), and its fields are the last ones."""
+
+    __slots__ = ("_key", "_fields")
+
+    def __init__(self) -> None:
+        self._key = b""
+        self._fields: _HeadFields | None = None
+
+    def read(self, head: bytes) -> Head | None:
+        line_end = head.find(b"\r\n")
+        if line_end > MAX_LINE_BYTES:
+            return None
+        line = head[:line_end]
+        target = data_target(line)
+        if target is None:
+            return None
+        # data_target took the line as METHOD SP target SP HTTP/1.x: its first four bytes ("GET " or
+        # "POST") and its last eight name the method and the version, which the fields' reading depends on.
+        key = head[:4] + head[line_end - 8:]
+        fields = self._fields
+        if fields is not None and key == self._key:
+            if line[len(target[0]) + 1:line_end - 9].translate(None, _TARGET_BYTES):
+                return None   # a byte llhttp refuses in the target: aiohttp's 400
+            return _head(target, fields)
+        fields = _read_fields(head)
+        if fields is None:
+            return None
+        self._key, self._fields = key, fields
+        return _head(target, fields)
+
+
+@dataclass(frozen=True, slots=True)
+class _HeadFields:
+    """What httptools read of a plain head's fields (shared by the heads that repeat them: read only)."""
+
+    headers: CIMultiDictProxy[str]
+    body_length: int
+    keep_alive: bool
+    http10: bool
+
+
+def _read_fields(head: bytes) -> _HeadFields | None:
+    """The fields of ``head``, parsed by httptools with its request line; None unless whole and plain."""
     fields = _Fields()
     parser = fields.parser = httptools.HttpRequestParser(fields)
     try:
@@ -149,9 +204,13 @@ def parse_head(head: bytes) -> Head | None:
         return None
     headers: CIMultiDict[str] = CIMultiDict(fields.fields)
     length = headers.get("Content-Length")
+    return _HeadFields(CIMultiDictProxy(headers), int(length) if length else 0, fields.keep_alive, fields.http10)
+
+
+def _head(target: tuple[str, str, str, str, str], fields: _HeadFields) -> Head:
     method, path, topic, partition, query = target
-    return Head(method, path, topic, partition, query, headers, int(length) if length else 0,
-                fields.keep_alive, fields.http10)
+    return Head(method, path, topic, partition, query, fields.headers, fields.body_length, fields.keep_alive,
+                fields.http10)
 
 
 class HttpDate:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
 from aiohttp.helpers import parse_content_type
-from multidict import CIMultiDict
+from multidict import CIMultiDictProxy
 
 from stratalog.server.direct.framing import Head
 
@@ -27,22 +28,26 @@ class Query(dict[str, list[str]]):
 
 
 def _query(text: str) -> Query:
+    """yarl's reading of a query (blank values kept, '+' a space, %-escapes decoded): by ``parse_qsl``
+    where there is anything to decode, else by a split (``offset=5&maxBytes=16384``), in one loop
+    that builds no pairs first (this is every data request's)."""
     query = Query()
-    for name, value in _query_pairs(text):
-        values = query.get(name)
+    get = query.get
+    plain = "%" not in text and "+" not in text
+    items: list[Any] = text.split("&") if plain else parse_qsl(text, keep_blank_values=True)   # str or pairs
+    for item in items:
+        if plain:
+            if not item:
+                continue
+            name, _, value = item.partition("=")
+        else:
+            name, value = item
+        values = get(name)
         if values is None:
             query[name] = [value]
         else:
             values.append(value)
     return query
-
-
-def _query_pairs(text: str) -> list[tuple[str, str]]:
-    """yarl's reading of a query (blank values kept, '+' a space, %-escapes decoded), by ``parse_qsl``
-    where there is anything to decode and by a split where there is not (``acks=1``)."""
-    if "%" in text or "+" in text:
-        return parse_qsl(text, keep_blank_values=True)
-    return [(name, value) for name, _, value in (item.partition("=") for item in text.split("&") if item)]
 
 
 class DirectRequest:
@@ -65,7 +70,7 @@ class DirectRequest:
         return self._head.path
 
     @property
-    def headers(self) -> CIMultiDict[str]:
+    def headers(self) -> CIMultiDictProxy[str]:
         return self._head.headers
 
     @property
