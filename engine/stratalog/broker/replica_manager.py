@@ -294,17 +294,10 @@ class ReplicaManager:
         With nothing to return it waits up to ``max_wait_ms`` for an append (Kafka's DelayedFetch),
         then reads again; ``read_seconds`` is the time of the read that answered.
         """
-        self._leader_or_refuse(tp, "fetch from")
-        log = self.log(tp)
-        start = log.log_start_offset if offset is None else offset
-        # fetch_many's first read, without its general case around it (closures, lists, a deadline):
-        # most fetches, a consumer keeping up or one that may not wait, are answered by it.
-        first = try_read_whole_batches(log, start, max(0, max_bytes), isolation, zero_copy=zero_copy)
-        if first is not None:
-            if first.size or max_wait_ms <= 0 or self.shutting_down:
-                return first
-            first.release()
-        [answer] = await self.fetch_many([(tp, start, max_bytes)], max_wait_ms, 1, max_bytes, isolation,
+        if offset is None:
+            self._leader_or_refuse(tp, "fetch from")
+            offset = self.log(tp).log_start_offset
+        [answer] = await self.fetch_many([(tp, offset, max_bytes)], max_wait_ms, 1, max_bytes, isolation,
                                          zero_copy=zero_copy)
         if isinstance(answer, StratalogError):
             raise answer
@@ -319,65 +312,74 @@ class ReplicaManager:
         ``min_bytes`` came back and nothing failed, a wait of up to ``max_wait_ms`` for an append to
         any of them, and the reads again. ``zero_copy``: the batches are file regions, which the
         caller sends and closes (reads not returned are closed here)."""
+        # The first pass reads on the loop, without events: most fetches (a consumer keeping up, one
+        # that may not wait) are answered by it, and nothing more is set up for them. The tail of a
+        # log is read here on the loop (Log.try_read): a hop to the io pool and back costs more than
+        # the read, and each hop waits its turn for the interpreter lock.
+        results = self._read_in_order(reads, [], max_bytes, isolation, zero_copy, blocking=False)
+        if len(results) == len(reads) and (max_wait_ms <= 0 or self._answered(results, min_bytes)):
+            return results
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
-
-        def read_all(out: list[FetchedBatches | StratalogError], *, blocking: bool
-                     ) -> list[FetchedBatches | StratalogError]:
-            """Reads ``reads`` from ``len(out)`` on; without ``blocking``, stops at the first that might
-            block, for a thread to finish."""
-            sizes = [r.size for r in out if isinstance(r, FetchedBatches)]
-            budget, min_one_message = max(0, max_bytes - sum(sizes)), not any(sizes)
-            read = read_whole_batches if blocking else try_read_whole_batches
-            try:
-                for tp, offset, partition_max in reads[len(out):]:
-                    try:
-                        self._leader_or_refuse(tp, "fetch from")
-                        fetched = read(self.log(tp), offset, min(partition_max, budget), isolation,
-                                       min_one_message=min_one_message, zero_copy=zero_copy)
-                    except StratalogError as error:
-                        out.append(error)
-                        continue
-                    if fetched is None:
-                        return out
-                    if fetched.size:
-                        min_one_message = False
-                    budget = max(0, budget - fetched.size)
-                    out.append(fetched)
-            except BaseException:
-                _release(out)
-                raise
-            return out
-
-        def take_events() -> list[Signal]:
-            """Wake-up signals, taken before the reads they guard, and only for partitions that exist:
-            a request naming made-up ones must not leave a signal behind for each."""
-            logs = self.engine.manager.logs_view()
-            return [self.signals.event(tp) for tp, _, _ in reads if tp in logs]
-
-        # The first pass reads without events: most fetches (a consumer keeping up, one that may not
-        # wait) are answered by it. One that must wait takes its events and reads again before it
-        # waits, so that an append between the read and the wait still wakes it.
+        # One that must wait takes its events and reads again before it waits, so that an append
+        # between the read and the wait still wakes it.
         events: list[Signal] | None = None
         while True:
-            # The tail of a log is read here on the loop (Log.try_read): a hop to the io pool and
-            # back costs more than the read, and each hop waits its turn for the interpreter lock.
-            results = read_all([], blocking=False)
             if len(results) < len(reads):
-                results = await self.run(functools.partial(read_all, results, blocking=True))
-            size, failed = 0, False
-            for result in results:
-                if isinstance(result, FetchedBatches):
-                    size += result.size
-                else:
-                    failed = True
+                results = await self.run(self._read_in_order, reads, results, max_bytes, isolation, zero_copy,
+                                         True)
             remaining = deadline - loop.time()
-            if size >= min_bytes or failed or remaining <= 0 or self.shutting_down or not reads:
+            if self._answered(results, min_bytes) or remaining <= 0 or not reads:
                 return results
             _release(results)   # read again, after taking the events or after the wait
             if events is not None:
                 await self.signals.wait_any(events, remaining)
-            events = take_events()
+            # Taken before the reads they guard, and only for partitions that exist: a request naming
+            # made-up ones must not leave a signal behind for each.
+            logs = self.engine.manager.logs_view()
+            events = [self.signals.event(tp) for tp, _, _ in reads if tp in logs]
+            results = self._read_in_order(reads, [], max_bytes, isolation, zero_copy, blocking=False)
+
+    def _answered(self, results: Sequence[FetchedBatches | StratalogError], min_bytes: int) -> bool:
+        """Whether a fetch's reads are its answer without a wait: ``min_bytes`` came, or one failed, or
+        the server is stopping."""
+        size = 0
+        for result in results:
+            if not isinstance(result, FetchedBatches):
+                return True
+            size += result.size
+        return size >= min_bytes or self.shutting_down
+
+    def _read_in_order(self, reads: Sequence[tuple[TopicPartition, int, int]],
+                       out: list[FetchedBatches | StratalogError], max_bytes: int, isolation: FetchIsolation,
+                       zero_copy: bool, blocking: bool) -> list[FetchedBatches | StratalogError]:
+        """``fetch_many``'s reads from ``len(out)`` on, appended to ``out``; without ``blocking``, it stops
+        at the first that might block, for a thread to finish."""
+        budget, min_one_message = max_bytes, True
+        for r in out:
+            if isinstance(r, FetchedBatches) and r.size:
+                budget, min_one_message = budget - r.size, False
+        budget = max(0, budget)
+        read = read_whole_batches if blocking else try_read_whole_batches
+        try:
+            for tp, offset, partition_max in reads[len(out):] if out else reads:
+                try:
+                    self._leader_or_refuse(tp, "fetch from")
+                    fetched = read(self.log(tp), offset, min(partition_max, budget), isolation,
+                                   min_one_message=min_one_message, zero_copy=zero_copy)
+                except StratalogError as error:
+                    out.append(error)
+                    continue
+                if fetched is None:
+                    return out
+                if fetched.size:
+                    min_one_message = False
+                budget = max(0, budget - fetched.size)
+                out.append(fetched)
+        except BaseException:
+            _release(out)
+            raise
+        return out
 
     # -- replication: a follower's fetch ----------------------------------------------------------
     async def replica_fetch(self, tp: TopicPartition, fetch: ReplicaFetch, max_wait_ms: int,
