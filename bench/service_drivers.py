@@ -86,6 +86,10 @@ def _self_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# The drivers' requests carry no timeout of their own (HttpWire's would cost it CPU that KafkaWire does
+# not pay); the run's end waits this long for the last of them (aiohttp's default total timeout).
+STOP_TIMEOUT_S = 300.0
+
 # one request: partition, per-client state -> (bytes, records); the state carries e.g. the fetch offset
 Request = Callable[[int, dict[str, Any]], Any]
 
@@ -109,7 +113,11 @@ async def closed_loop(side: str, operation: str, clients: int, seconds: float, r
     tasks = [asyncio.create_task(client(p)) for p in range(clients)]
     await asyncio.sleep(seconds)
     stop.set()
-    await asyncio.gather(*tasks)
+    try:   # each client's last request: a stuck server ends the run with an error rather than hanging it
+        await asyncio.wait_for(asyncio.gather(*tasks), STOP_TIMEOUT_S)
+    except TimeoutError:
+        raise RuntimeError(f"{side} {operation}: a request still unanswered {STOP_TIMEOUT_S:g} s after the "
+                           "run's end") from None
     elapsed = time.perf_counter() - started
     server_cpu, client_cpu = process_cpu_seconds(server_pid) - server0, _self_cpu_seconds() - client0
     flat = [x for per_client in samples for x in per_client]
@@ -261,7 +269,7 @@ async def stratalog_service(base: str, pid: int, topic: str, clients: int, secon
     await create_stratalog_topic(base, topic, clients)
     if driver == "library":
         return await _aiohttp_service(base, pid, topic, clients, seconds, fetch_bytes, pool)
-    conns = [await HttpWire.connect(base) for _ in range(clients)]
+    conns = [await HttpWire.connect(base, timeout_s=None) for _ in range(clients)]
     produce_targets = [f"/v1/topics/{topic}/partitions/{p}/records?acks=1" for p in range(clients)]
 
     async def produce(partition: int, state: dict[str, Any]) -> tuple[int, int]:
