@@ -15,6 +15,7 @@ import base64
 import json
 import select
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -796,10 +797,43 @@ def test_cli_commands_with_server(server: Server) -> None:
     assert missing.returncode == 1 and missing.stderr.startswith("error: UNKNOWN_TOPIC_OR_PARTITION:")
     both = cli("consume", "--server", url, "--data-dir", "x", "--topic", "t")
     assert both.returncode == 2 and "not allowed with" in both.stderr
-    unreachable = cli("topics", "list", "--server", "http://127.0.0.1:9")
-    assert unreachable.returncode == 1 and unreachable.stderr.startswith("error: NETWORK_EXCEPTION:")
+    unreachable = cli("topics", "list", "--server", "http://127.0.0.1:9", "--connect-timeout", "0")
+    assert unreachable.returncode == 1 and unreachable.stderr == \
+        "error: NETWORK_EXCEPTION: cannot reach http://127.0.0.1:9: the connection was refused\n"
     deleted = cli("topics", "delete", "--server", url, "--topic", "via-cli")
     assert deleted.returncode == 0 and server.get("/v1/topics/via-cli").status_code == 404
+
+
+def test_a_cli_command_tries_a_refused_server_again_until_its_connect_timeout(tmp_path: Path) -> None:
+    with socket.socket() as probe:   # a port nothing listens on, for the server to take later
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    gave_up = cli("topics", "list", "--server", url, "--connect-timeout", "0.5")
+    assert gave_up.returncode == 1
+    assert gave_up.stderr == (f"stratalog: {url} refused the connection; trying again for up to 0.5 s "
+                              f"(--connect-timeout)\nerror: NETWORK_EXCEPTION: cannot reach {url}: the connection "
+                              "was refused for 0.5 s (--connect-timeout)\n")
+
+    waiting = subprocess.Popen([*STRATALOG, "topics", "create", "--server", url, "--topic", "late", "--partitions", "1",
+                                "--connect-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    serving = None
+    try:
+        time.sleep(1.0)   # the command is refused at least once before the server starts
+        assert waiting.poll() is None, waiting.communicate()
+        serving = subprocess.Popen([*STRATALOG, "serve", "--data-dir", str(tmp_path / "data"), "--listen",
+                                    f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out, err = waiting.communicate(timeout=90)
+        assert waiting.returncode == 0, err
+        assert out == "Created topic late.\n"
+        assert err.startswith(f"stratalog: {url} refused the connection; trying again")
+        listed = cli("topics", "list", "--server", url)
+        assert listed.returncode == 0 and "late" in listed.stdout, listed
+    finally:
+        waiting.kill()
+        if serving is not None:
+            serving.terminate()
+            serving.wait(timeout=60)
 
 
 def test_cli_consume_follow_tails_until_interrupted(server: Server) -> None:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
-from stratalog.cli.remote import Client, check_local_only, topic_path
+from stratalog.cli.remote import client_for, check_local_only, topic_path
 
 
 def register(sub: Any) -> None:
@@ -36,7 +36,7 @@ def _run_remote(args: argparse.Namespace) -> int:
     points reach the log ends), write the checkpoints, then print each partition's figures as the local
     mode does."""
     check_local_only(args, "engine_config")
-    client = Client(args.server, timeout=3600)
+    client = client_for(args, timeout=3600)
     client.json("POST", "/v1/maintenance/flush", query={"all": True})
     client.json("POST", "/v1/maintenance/checkpoints")
     for topic in sorted(t["name"] for t in client.json("GET", "/v1/topics")["topics"]):

@@ -10,7 +10,7 @@ from tqdm import tqdm
 
 from stratalog.storage.cleaner import LogCleaner
 from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
-from stratalog.cli.remote import Client, check_local_only
+from stratalog.cli.remote import client_for, check_local_only
 
 
 def register(sub: Any) -> None:
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.server:
         check_local_only(args, "engine_config")
-        done = Client(args.server, timeout=3600).json("POST", "/v1/maintenance/clean",
+        done = client_for(args, timeout=3600).json("POST", "/v1/maintenance/clean",
                                                       query={"topic": args.topic, "force": args.force or None})
         for report in done["reports"]:
             print_json(report)

@@ -13,7 +13,7 @@ from typing import Any
 
 from stratalog.records.json_form import record_to_json
 from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
-from stratalog.cli.remote import Client, check_local_only, topic_path
+from stratalog.cli.remote import client_for, check_local_only, topic_path
 
 FOLLOW_WAIT_MS = 30_000
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_remote(args: argparse.Namespace) -> int:
     check_local_only(args, "engine_config")
-    client = Client(args.server)
+    client = client_for(args)
     path = topic_path(args.topic, "partitions", args.partition, "records")
     offset: int | None = args.from_offset
     remaining: int | None = args.max_records

@@ -8,7 +8,7 @@ from typing import Any
 
 from stratalog.storage.retention import delete_records
 from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
-from stratalog.cli.remote import Client, check_local_only, topic_path
+from stratalog.cli.remote import client_for, check_local_only, topic_path
 
 
 def register(sub: Any) -> None:
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.server:
         check_local_only(args, "engine_config")
-        done = Client(args.server).json("POST", topic_path(args.topic, "partitions", args.partition,
+        done = client_for(args).json("POST", topic_path(args.topic, "partitions", args.partition,
                                                            "delete-records"),
                                         body={"beforeOffset": args.before_offset})
         print_json({"topic": done["topic"], "partition": done["partition"], "lowWatermark": done["lowWatermark"],

@@ -20,7 +20,7 @@ from stratalog.records import Compression, Record, build_batch, iter_batch_infos
 from stratalog.storage.validation import validate_leader_batch
 from stratalog.cli.common import add_data_dirs, add_engine_config, open_file_argument, opened, print_json, \
     read_file_argument
-from stratalog.cli.remote import Client, check_local_only, topic_path
+from stratalog.cli.remote import client_for, check_local_only, topic_path
 
 
 def register(sub: Any) -> None:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_remote(args: argparse.Namespace, raw: list[tuple[int, bytes]] | None, source: BinaryIO | None) -> int:
     """The same batches as the local mode, built here and sent raw; --flush becomes acks=all per batch."""
     check_local_only(args, "engine_config")
-    client = Client(args.server)
+    client = client_for(args)
     partitions = len(client.json("GET", topic_path(args.topic))["partitions"])
     if args.partition is not None and not 0 <= args.partition < partitions:
         raise InvalidPartitionsError(

@@ -5,7 +5,9 @@ the server extra (aiohttp) is not installed. An error answer of the server
 becomes a ``RemoteError`` carrying the server's Kafka error code, so
 ``stratalog ... --server`` reports failures exactly as the local mode does
 (``error: CODE: message``, exit 1); a server that cannot be reached is
-``NETWORK_EXCEPTION``, Kafka's name for it.
+``NETWORK_EXCEPTION``, Kafka's name for it. A refused connection (a server still starting) is tried
+again for ``--connect-timeout`` seconds first, as a Kafka client keeps trying its bootstrap servers:
+nothing was sent, so any request may be sent again.
 
 Against a server with access control, ``STRATALOG_TOKEN_FILE`` names a file holding the bearer
 token to present and ``STRATALOG_CA_FILE`` the CA of an https server's certificate.
@@ -17,6 +19,8 @@ import json
 import os
 import socket
 import ssl
+import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +32,8 @@ from stratalog.common.errors import StratalogError
 JSON = "application/json"
 RECORD_BATCH = "application/vnd.kafka.record-batch"
 MAX_LEADER_HOPS = 3
+CONNECT_TIMEOUT_S = 10.0       # --connect-timeout's default
+_BACKOFF_S = (0.05, 1.0)       # the first wait after a refused connection, and the longest (Kafka's reconnect.backoff)
 
 
 class RemoteError(StratalogError):
@@ -43,12 +49,14 @@ CA_FILE_ENV = "STRATALOG_CA_FILE"         # the CA an https server's certificate
 
 
 class Client:
-    def __init__(self, base_url: str, *, timeout: float = 60.0, token_file: str | None = None,
-                 ca_file: str | None = None) -> None:
+    def __init__(self, base_url: str, *, timeout: float = 60.0, connect_timeout: float = 0.0,
+                 token_file: str | None = None, ca_file: str | None = None) -> None:
+        """``connect_timeout``: how long a refused connection is tried again (0: not at all)."""
         if "://" not in base_url:
             base_url = "http://" + base_url
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.token_file = token_file or os.environ.get(TOKEN_FILE_ENV) or None
         ca = ca_file or os.environ.get(CA_FILE_ENV) or None
         self._context = ssl.create_default_context(cafile=ca) if ca else None
@@ -90,6 +98,27 @@ class Client:
         authorization = self._authorization()
         if authorization is not None:
             request.add_header("Authorization", authorization)
+        refused_until: float | None = None
+        backoff = _BACKOFF_S[0]
+        while True:
+            try:
+                return self._send(base, request, timeout)
+            except _Refused:
+                now = time.monotonic()
+                if refused_until is None:
+                    refused_until = now + self.connect_timeout
+                    if self.connect_timeout > 0:
+                        print(f"stratalog: {base} refused the connection; trying again for up to "
+                              f"{self.connect_timeout:g} s (--connect-timeout)", file=sys.stderr, flush=True)
+                if now >= refused_until:
+                    waited = f" for {self.connect_timeout:g} s (--connect-timeout)" if self.connect_timeout > 0 else ""
+                    raise RemoteError("NETWORK_EXCEPTION", f"cannot reach {base}: the connection was refused"
+                                                           f"{waited}") from None
+                time.sleep(min(backoff, refused_until - now))
+                backoff = min(backoff * 2, _BACKOFF_S[1])
+
+    def _send(self, base: str, request: urllib.request.Request, timeout: float | None
+              ) -> tuple[int, dict[str, str], bytes]:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout,
                                         context=self._context) as response:
@@ -108,6 +137,8 @@ class Client:
             raise RemoteError(code, message, error.code, leader_url=leader_url) from None
         except (urllib.error.URLError, socket.timeout, ConnectionError) as error:
             reason = getattr(error, "reason", error)
+            if isinstance(reason, ConnectionRefusedError):
+                raise _Refused() from None
             raise RemoteError("NETWORK_EXCEPTION", f"cannot reach {base}: {reason}") from None
 
     def json(self, method: str, path: str, *, query: dict[str, object] | None = None, body: Any = None,
@@ -121,6 +152,15 @@ class Client:
         _, _, raw = self.request("POST", f"/v1/topics/{_quote(topic)}/partitions/{partition}/records",
                                  query={"acks": "all" if fsync else "1"}, body=batch, content_type=RECORD_BATCH)
         return json.loads(raw)
+
+
+class _Refused(Exception):
+    """The server refused the connection: nothing of the request was sent."""
+
+
+def client_for(args: Any, *, timeout: float = 60.0) -> Client:
+    """The client of the server a command's ``--server`` names, with its ``--connect-timeout``."""
+    return Client(args.server, timeout=timeout, connect_timeout=args.connect_timeout)
 
 
 def _quote(segment: str) -> str:

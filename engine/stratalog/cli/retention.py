@@ -7,7 +7,7 @@ from typing import Any
 
 from stratalog.storage.retention import delete_old_segments
 from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
-from stratalog.cli.remote import Client, check_local_only
+from stratalog.cli.remote import client_for, check_local_only
 
 
 def register(sub: Any) -> None:
@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.server:
         check_local_only(args, "engine_config")
-        done = Client(args.server, timeout=3600).json("POST", "/v1/maintenance/retention", query={"topic": args.topic})
+        done = client_for(args, timeout=3600).json("POST", "/v1/maintenance/retention", query={"topic": args.topic})
         for deletion in done["deletions"]:
             print_json(deletion)
         print_json({"segmentsDeleted": done["segmentsDeleted"]})

@@ -8,7 +8,7 @@ from typing import Any
 from stratalog.common.config import parse_key_value_pairs
 from stratalog.storage.log_manager import LogManager
 from stratalog.cli.common import add_data_dirs, add_engine_config, opened, print_json
-from stratalog.cli.remote import Client, check_local_only, topic_path
+from stratalog.cli.remote import client_for, check_local_only, topic_path
 from stratalog.broker.topics import TopicAdmin
 
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_remote(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     """The same actions through a running server's topic API; the same output."""
     check_local_only(args, "engine_config")
-    client = Client(args.server)
+    client = client_for(args)
     if args.action == "create":
         topic = _require_topic(args)
         client.json("POST", "/v1/topics", body={"name": topic,
