@@ -86,8 +86,9 @@ def _self_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-# The drivers' requests carry no timeout of their own (HttpWire's would cost it CPU that KafkaWire does
-# not pay); the run's end waits this long for the last of them (aiohttp's default total timeout).
+# The minimal drivers' requests carry no timeout of their own (HttpWire's would cost it CPU that
+# KafkaWire does not pay; the library clients keep theirs); the run's end waits this long for the
+# last of them (aiohttp's default total timeout).
 STOP_TIMEOUT_S = 300.0
 
 # one request: partition, per-client state -> (bytes, records); the state carries e.g. the fetch offset
@@ -113,11 +114,15 @@ async def closed_loop(side: str, operation: str, clients: int, seconds: float, r
     tasks = [asyncio.create_task(client(p)) for p in range(clients)]
     await asyncio.sleep(seconds)
     stop.set()
-    try:   # each client's last request: a stuck server ends the run with an error rather than hanging it
-        await asyncio.wait_for(asyncio.gather(*tasks), STOP_TIMEOUT_S)
-    except TimeoutError:
+    # Each client's last request: a stuck server ends the run with an error rather than hanging it.
+    _, pending = await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
+    if pending:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending)
         raise RuntimeError(f"{side} {operation}: a request still unanswered {STOP_TIMEOUT_S:g} s after the "
-                           "run's end") from None
+                           "run's end")
+    await asyncio.gather(*tasks)   # a client's own error, as it was raised
     elapsed = time.perf_counter() - started
     server_cpu, client_cpu = process_cpu_seconds(server_pid) - server0, _self_cpu_seconds() - client0
     flat = [x for per_client in samples for x in per_client]

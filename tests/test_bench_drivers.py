@@ -35,3 +35,14 @@ def test_a_server_that_never_answers_ends_the_run_with_an_error_not_a_hang(monke
             server.close()
 
     asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def test_a_clients_own_timeout_error_is_raised_as_it_is_not_as_an_unanswered_request() -> None:
+    async def run() -> None:
+        async def request(partition: int, state: dict[str, object]) -> tuple[int, int]:
+            raise TimeoutError("the library client's own timeout")
+
+        with pytest.raises(TimeoutError, match="the library client's own timeout"):
+            await service_drivers.closed_loop("stratalog", "fetch", 1, 0.1, request, os.getpid())
+
+    asyncio.run(asyncio.wait_for(run(), 30))

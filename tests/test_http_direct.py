@@ -438,6 +438,32 @@ def test_a_connection_reads_every_head_as_parse_head_does_when_its_fields_repeat
     assert reader.read(head) == parse_head(head)
 
 
+@pytest.mark.parametrize("where", ["/v1/topics/t{}/partitions/0/records", "/v1/topics/t/partitions/0/records?o={}"])
+def test_every_byte_in_a_target_is_taken_or_left_as_parse_head_decides_when_the_fields_repeat(where: str) -> None:
+    """All 256 bytes, so that an httptools whose llhttp takes fewer (or more) bytes in a target than
+    the remembered path checks fails here rather than on a client."""
+    reader = HeadReader()
+    fields = b"\r\nHost: x\r\n\r\n"
+    warm = b"GET " + where.format("").encode() + b" HTTP/1.1" + fields
+    assert reader.read(warm) is not None
+    differ = []
+    for byte in range(256):
+        head = b"GET " + where.format("\x00").encode().replace(b"\x00", bytes([byte])) + b" HTTP/1.1" + fields
+        if reader.read(head) != parse_head(head):
+            differ.append(byte)
+    assert differ == []
+
+
+def test_a_long_head_is_read_but_not_remembered() -> None:
+    reader = HeadReader()
+    long_field = "X-Long: " + "x" * 5000
+    long_head = head(long_field, line="GET /v1/topics/t/partitions/0/records?o=1 HTTP/1.1")
+    assert reader.read(long_head) == parse_head(long_head) is not None
+    assert reader._fields is None   # nothing kept of it
+    short = head(line="GET /v1/topics/t/partitions/0/records?o=1 HTTP/1.1")
+    assert reader.read(short) == parse_head(short) is not None and reader._fields is not None
+
+
 def verdicts(data: bytes, pieces: int) -> list[int]:
     """head_verdict after each of ``pieces`` pieces of ``data``, carrying what it has seen as a connection does."""
     out, scanned, line_checked = [], 0, False

@@ -1,12 +1,13 @@
 """What both listeners' connections share (``server/direct`` for HTTP, ``server/kafka`` for Kafka's
 protocol): one worker task per connection that waits for the next request rather than ending with
 each (a task per request cost more than the wake-up, bench/README.md, "Service path"), and answers
-that wait while the transport's buffer is above its high-water mark."""
+that wait while the transport's buffer is above its high-water mark; and the write of an answer's
+buffers in one go (``write_buffers``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import MutableSet
+from collections.abc import MutableSet, Sequence
 from typing import Any
 
 
@@ -67,3 +68,14 @@ class ServedConnection(asyncio.Protocol):
 def _resolve(waiter: asyncio.Future[None] | None) -> None:
     if waiter is not None and not waiter.done():
         waiter.set_result(None)
+
+
+def write_buffers(transport: asyncio.WriteTransport, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+    """``buffers`` in one write. uvloop's ``writelines`` is one writev, the buffers not copied first.
+    asyncio's joins them on 3.11, and on CPython 3.12.0-3.12.8 and 3.13.0-3.13.1 never tells the
+    protocol to pause writing (gh-127655), so a client that does not read would be buffered without
+    bound: there they are joined here and written once."""
+    if type(transport).__module__.startswith("uvloop"):
+        transport.writelines(buffers)
+    else:
+        transport.write(b"".join(buffers))

@@ -40,7 +40,7 @@ from stratalog.server.direct.request import DirectRequest
 from stratalog.server.gate import through_gate
 from stratalog.server.region_response import corked
 from stratalog.server.sendfile import send_region
-from stratalog.server.served_connection import ServedConnection
+from stratalog.server.served_connection import ServedConnection, write_buffers
 from stratalog.server.state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ class DirectConnection(ServedConnection):
                 return
             if transport.is_closing():
                 return
-            transport.writelines((answer, response.body))   # one writev on uvloop: the body is not copied first
+            write_buffers(transport, (answer, response.body))
             if self._writing_paused:
                 await self._writable_again()
             return

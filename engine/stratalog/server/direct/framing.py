@@ -6,7 +6,8 @@ line ends, a ``Content-Length`` body or none, no ``Transfer-Encoding``, ``Conten
 ``Expect`` or ``Upgrade``, a ``Host`` (HTTP/1.1), none of the fields aiohttp takes once given
 twice, no more fields and no longer ones than aiohttp takes. Anything else is left whole to aiohttp,
 which answers it as it answers today (its own 400s for malformed heads included), so the two paths
-do not disagree on what a request means.
+do not disagree on what a request means. A connection's ``HeadReader`` remembers its last head's
+fields, so a head that repeats them (as clients' heads do) has its request line read alone.
 """
 
 from __future__ import annotations
@@ -145,6 +146,9 @@ def parse_head(head: bytes) -> Head | None:
 
 # What llhttp takes in a request target: printable ASCII, no space (a byte outside it fails the parse).
 _TARGET_BYTES = bytes(range(0x21, 0x7F))
+# Heads up to this long are remembered: every usual client's, while a connection that sent one
+# near MAX_HEAD_BYTES does not keep it until its next request.
+REMEMBERED_HEAD_BYTES = 4096
 
 
 class HeadReader:
@@ -178,7 +182,8 @@ class HeadReader:
         fields = _read_fields(head)
         if fields is None:
             return None
-        self._key, self._fields = key, fields
+        if len(head) <= REMEMBERED_HEAD_BYTES:
+            self._key, self._fields = key, fields
         return _head(target, fields)
 
 

@@ -30,7 +30,7 @@ from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.dispatch import Peer, answer_frame
 from stratalog.server.kafka.sasl import SaslSession
 from stratalog.server.sendfile import send_region
-from stratalog.server.served_connection import ServedConnection
+from stratalog.server.served_connection import ServedConnection, write_buffers
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ async def send_pieces(transport: asyncio.WriteTransport, pieces: Sequence[Piece]
         for piece in pieces:
             if isinstance(piece, FileRegion):
                 if buffers:
-                    transport.writelines(buffers)
+                    write_buffers(transport, buffers)
                     buffers = []
                 await send_region(transport, piece, drain)
             else:
@@ -251,7 +251,7 @@ async def send_pieces(transport: asyncio.WriteTransport, pieces: Sequence[Piece]
         if buffers:
             # One write for the buffers in a row: each write is a send(2) when the transport is idle,
             # and on loopback the sender's CPU pays for the receiver's TCP processing of every segment.
-            transport.writelines(buffers)
+            write_buffers(transport, buffers)
     finally:
         _release(pieces)
 
