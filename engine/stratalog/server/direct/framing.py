@@ -133,15 +133,9 @@ class _Fields:
 
 def parse_head(head: bytes) -> Head | None:
     """``head`` (a request line, fields and the blank line) as a data-route request the direct path
-    takes, or None: another route, or a head to leave to aiohttp."""
-    line_end = head.find(b"\r\n")
-    if line_end > MAX_LINE_BYTES:
-        return None
-    target = data_target(head[:line_end])
-    if target is None:
-        return None
-    fields = _read_fields(head)
-    return None if fields is None else _head(target, fields)
+    takes, or None: another route, or a head to leave to aiohttp. A reader that remembers nothing
+    yet: httptools parses the whole head."""
+    return HeadReader().read(head)
 
 
 # What llhttp takes in a request target: printable ASCII, no space (a byte outside it fails the parse).
