@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
@@ -29,19 +28,13 @@ class Query(dict[str, list[str]]):
 
 def _query(text: str) -> Query:
     """yarl's reading of a query (blank values kept, '+' a space, %-escapes decoded): by ``parse_qsl``
-    where there is anything to decode, else by a split (``offset=5&maxBytes=16384``), in one loop
-    that builds no pairs first (this is every data request's)."""
+    where there is anything to decode, else by a split (``offset=5&maxBytes=16384``, every data
+    request's), each as (name, '=', value)."""
+    triples = [item.partition("=") for item in text.split("&") if item] if "%" not in text and "+" not in text \
+        else [(name, "=", value) for name, value in parse_qsl(text, keep_blank_values=True)]
     query = Query()
     get = query.get
-    plain = "%" not in text and "+" not in text
-    items: list[Any] = text.split("&") if plain else parse_qsl(text, keep_blank_values=True)   # str or pairs
-    for item in items:
-        if plain:
-            if not item:
-                continue
-            name, _, value = item.partition("=")
-        else:
-            name, value = item
+    for name, _, value in triples:
         values = get(name)
         if values is None:
             query[name] = [value]
