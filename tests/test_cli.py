@@ -628,9 +628,9 @@ def test_delete_records_and_checkpoint_work_through_a_running_server(served):
     assert _checkpoint_entries(data / "replication-offset-checkpoint")[1] == {"orders 0 5", "orders 1 0"}
 
     unreachable = refused("delete-records", "--server", "http://127.0.0.1:9", "--topic", "orders", "--partition", "0",
-                          "--before-offset", "0", "--connect-timeout", "0")
+                          "--before-offset", "0", "--wait-for-server", "0")
     assert unreachable.startswith("error: NETWORK_EXCEPTION: cannot reach http://127.0.0.1:9")
-    assert refused("checkpoint", "--server", "http://127.0.0.1:9", "--connect-timeout", "0").startswith(
+    assert refused("checkpoint", "--server", "http://127.0.0.1:9", "--wait-for-server", "0").startswith(
         "error: NETWORK_EXCEPTION: ")
 
 
@@ -643,7 +643,7 @@ def test_an_agent_address_flag_that_is_not_host_and_port_is_refused_by_name(flag
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "nan", "86401"])
-def test_a_connect_timeout_that_is_not_seconds_from_0_to_a_day_is_refused_by_name(value: str) -> None:
-    result = cli("topics", "list", "--server", "http://127.0.0.1:9", "--connect-timeout", value)
-    assert result.returncode == 2 and f"argument --connect-timeout: {value!r}: expected" in result.stderr, \
+def test_a_server_wait_that_is_not_seconds_from_0_to_a_day_is_refused_by_name(value: str) -> None:
+    result = cli("topics", "list", "--server", "http://127.0.0.1:9", "--wait-for-server", value)
+    assert result.returncode == 2 and f"argument --wait-for-server: {value!r}: expected" in result.stderr, \
         result.stderr

@@ -797,26 +797,26 @@ def test_cli_commands_with_server(server: Server) -> None:
     assert missing.returncode == 1 and missing.stderr.startswith("error: UNKNOWN_TOPIC_OR_PARTITION:")
     both = cli("consume", "--server", url, "--data-dir", "x", "--topic", "t")
     assert both.returncode == 2 and "not allowed with" in both.stderr
-    unreachable = cli("topics", "list", "--server", "http://127.0.0.1:9", "--connect-timeout", "0")
+    unreachable = cli("topics", "list", "--server", "http://127.0.0.1:9", "--wait-for-server", "0")
     assert unreachable.returncode == 1 and unreachable.stderr == \
         "error: NETWORK_EXCEPTION: cannot reach http://127.0.0.1:9: the connection was refused\n"
     deleted = cli("topics", "delete", "--server", url, "--topic", "via-cli")
     assert deleted.returncode == 0 and server.get("/v1/topics/via-cli").status_code == 404
 
 
-def test_a_cli_command_tries_a_refused_server_again_until_its_connect_timeout(tmp_path: Path) -> None:
+def test_a_cli_command_tries_a_refused_server_again_until_it_has_waited_long_enough(tmp_path: Path) -> None:
     with socket.socket() as probe:   # a port nothing listens on, for the server to take later
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    gave_up = cli("topics", "list", "--server", url, "--connect-timeout", "0.5")
+    gave_up = cli("topics", "list", "--server", url, "--wait-for-server", "0.5")
     assert gave_up.returncode == 1
     assert gave_up.stderr == (f"stratalog: {url} refused the connection; trying again for up to 0.5 s "
-                              f"(--connect-timeout)\nerror: NETWORK_EXCEPTION: cannot reach {url}: the connection "
-                              "was refused for 0.5 s (--connect-timeout)\n")
+                              f"(--wait-for-server)\nerror: NETWORK_EXCEPTION: cannot reach {url}: the connection "
+                              "was refused (waited 0.5 s: --wait-for-server)\n")
 
     waiting = subprocess.Popen([*STRATALOG, "topics", "create", "--server", url, "--topic", "late", "--partitions", "1",
-                                "--connect-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                "--wait-for-server", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     serving = None
     try:
         time.sleep(1.0)   # the command is refused at least once before the server starts
@@ -834,6 +834,53 @@ def test_a_cli_command_tries_a_refused_server_again_until_its_connect_timeout(tm
         if serving is not None:
             serving.terminate()
             serving.wait(timeout=60)
+
+
+def test_a_cli_command_waits_for_a_server_still_opening_its_directories_then_is_answered(tmp_path: Path) -> None:
+    """The real app on a real port with its engine not yet opened -- the state during a long recovery,
+    answered 503 BROKER_NOT_AVAILABLE -- opened while the command waits."""
+    from aiohttp import web
+
+    from stratalog.broker.engine import Engine
+    from stratalog.cli.remote import Client
+    from stratalog.server.app import create_app
+    from stratalog.server.run import _start_engine
+    from stratalog.server.state import ServerState
+
+    async def scenario() -> tuple[list[str], str]:
+        state = ServerState(Engine([tmp_path / "data"], schedule=False))
+        runner = web.AppRunner(create_app(state))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        loop = asyncio.get_running_loop()
+        try:
+            early = await loop.run_in_executor(None, lambda: _error_of(Client(url).json, "GET", "/v1/topics"))
+            waiting = loop.run_in_executor(None, lambda: Client(url, wait_for_server=60).json("GET", "/v1/topics"))
+            await asyncio.sleep(1.0)   # refused with 503 at least once meanwhile
+            assert not waiting.done()
+            await loop.run_in_executor(None, _start_engine, state.engine, [("opened", 1)])
+            state.started = True
+            topics = await waiting
+            return early, [t["name"] for t in topics["topics"]]
+        finally:
+            await runner.cleanup()
+            state.engine.stop()
+            state.shutdown_pools()
+
+    early, names = asyncio.run(scenario())
+    assert early == ["BROKER_NOT_AVAILABLE", "the engine is still opening its data directories (recovery); "
+                     "retry shortly"]   # without a wait: the server's own answer, at once
+    assert names == ["opened"]
+
+
+def _error_of(call: Callable[..., object], *args: object) -> list[str]:
+    from stratalog.cli.remote import RemoteError
+
+    with pytest.raises(RemoteError) as raised:
+        call(*args)
+    return [raised.value.code, str(raised.value)]
 
 
 def test_cli_consume_follow_tails_until_interrupted(server: Server) -> None:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from stratalog.cli.remote import CONNECT_TIMEOUT_S
+from stratalog.cli.remote import WAIT_FOR_SERVER_S
 from stratalog.common.config import parse_key_value_pairs
 from stratalog.common.errors import KafkaStorageError, StratalogError
 from stratalog.storage.log_manager import LogManager, open_log_manager
@@ -85,9 +85,10 @@ def add_data_dirs(parser: argparse.ArgumentParser, *, server: bool = False) -> N
                        help="a running `stratalog serve`, e.g. http://127.0.0.1:8092, instead of --data-dir "
                             "(with access control: STRATALOG_TOKEN_FILE names a file holding the bearer token, "
                             "STRATALOG_CA_FILE the CA of an https server)")
-    parser.add_argument("--connect-timeout", type=_seconds, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
-                        help="with --server: how long a refused connection (a server still starting) is tried "
-                             f"again before the command fails; 0 tries once (default {CONNECT_TIMEOUT_S:g})")
+    parser.add_argument("--wait-for-server", type=_seconds, default=WAIT_FOR_SERVER_S, metavar="SECONDS",
+                        help="with --server: how long a server still starting (refusing the connection, or "
+                             "answering 503 BROKER_NOT_AVAILABLE while it opens its directories) is tried again "
+                             f"before the command fails; 0 tries once (default {WAIT_FOR_SERVER_S:g})")
 
 
 def _seconds(text: str) -> float:

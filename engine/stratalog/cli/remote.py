@@ -5,9 +5,10 @@ the server extra (aiohttp) is not installed. An error answer of the server
 becomes a ``RemoteError`` carrying the server's Kafka error code, so
 ``stratalog ... --server`` reports failures exactly as the local mode does
 (``error: CODE: message``, exit 1); a server that cannot be reached is
-``NETWORK_EXCEPTION``, Kafka's name for it. A refused connection (a server still starting) is tried
-again for ``--connect-timeout`` seconds first, as a Kafka client keeps trying its bootstrap servers:
-nothing was sent, so any request may be sent again.
+``NETWORK_EXCEPTION``, Kafka's name for it. A server still starting -- one that refuses the
+connection, or answers 503 BROKER_NOT_AVAILABLE while it opens its directories -- is tried again for
+``--wait-for-server`` seconds first, as a Kafka client keeps trying its bootstrap servers and
+retries a broker not yet available: nothing was done with the request, so it may be sent again.
 
 Against a server with access control, ``STRATALOG_TOKEN_FILE`` names a file holding the bearer
 token to present and ``STRATALOG_CA_FILE`` the CA of an https server's certificate.
@@ -32,7 +33,7 @@ from stratalog.common.errors import StratalogError
 JSON = "application/json"
 RECORD_BATCH = "application/vnd.kafka.record-batch"
 MAX_LEADER_HOPS = 3
-CONNECT_TIMEOUT_S = 10.0       # --connect-timeout's default
+WAIT_FOR_SERVER_S = 10.0       # --wait-for-server's default
 _BACKOFF_S = (0.05, 1.0)       # the first wait after a refused connection, and the longest (Kafka's reconnect.backoff)
 
 
@@ -49,14 +50,14 @@ CA_FILE_ENV = "STRATALOG_CA_FILE"         # the CA an https server's certificate
 
 
 class Client:
-    def __init__(self, base_url: str, *, timeout: float = 60.0, connect_timeout: float = 0.0,
+    def __init__(self, base_url: str, *, timeout: float = 60.0, wait_for_server: float = 0.0,
                  token_file: str | None = None, ca_file: str | None = None) -> None:
-        """``connect_timeout``: how long a refused connection is tried again (0: not at all)."""
+        """``wait_for_server``: how long a server still starting is tried again (0: not at all)."""
         if "://" not in base_url:
             base_url = "http://" + base_url
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
-        self.connect_timeout = connect_timeout
+        self.wait_for_server = wait_for_server
         self.token_file = token_file or os.environ.get(TOKEN_FILE_ENV) or None
         ca = ca_file or os.environ.get(CA_FILE_ENV) or None
         self._context = ssl.create_default_context(cafile=ca) if ca else None
@@ -98,23 +99,22 @@ class Client:
         authorization = self._authorization()
         if authorization is not None:
             request.add_header("Authorization", authorization)
-        refused_until: float | None = None
+        waiting_until: float | None = None
         backoff = _BACKOFF_S[0]
         while True:
             try:
                 return self._send(base, request, timeout)
-            except _Refused:
+            except _NotYet as not_yet:
                 now = time.monotonic()
-                if refused_until is None:
-                    refused_until = now + self.connect_timeout
-                    if self.connect_timeout > 0:
-                        print(f"stratalog: {base} refused the connection; trying again for up to "
-                              f"{self.connect_timeout:g} s (--connect-timeout)", file=sys.stderr, flush=True)
-                if now >= refused_until:
-                    waited = f" for {self.connect_timeout:g} s (--connect-timeout)" if self.connect_timeout > 0 else ""
-                    raise RemoteError("NETWORK_EXCEPTION", f"cannot reach {base}: the connection was refused"
-                                                           f"{waited}") from None
-                time.sleep(min(backoff, refused_until - now))
+                if waiting_until is None:
+                    waiting_until = now + self.wait_for_server
+                    if self.wait_for_server > 0:
+                        print(f"stratalog: {base} {not_yet.what}; trying again for up to "
+                              f"{self.wait_for_server:g} s (--wait-for-server)", file=sys.stderr, flush=True)
+                if now >= waiting_until:
+                    raise not_yet.error(f" (waited {self.wait_for_server:g} s: --wait-for-server)"
+                                        if self.wait_for_server > 0 else "") from None
+                time.sleep(min(backoff, waiting_until - now))
                 backoff = min(backoff * 2, _BACKOFF_S[1])
 
     def _send(self, base: str, request: urllib.request.Request, timeout: float | None
@@ -134,11 +134,14 @@ class Client:
                     leader_url = leader["url"].rstrip("/")
             except (ValueError, KeyError, TypeError, AttributeError):
                 code, message = "UNKNOWN_SERVER_ERROR", raw.decode("utf-8", "replace")[:500] or str(error)
+            if error.code == 503 and code == "BROKER_NOT_AVAILABLE":   # refused before anything was done
+                raise _NotYet("is not ready", code, message) from None
             raise RemoteError(code, message, error.code, leader_url=leader_url) from None
         except (urllib.error.URLError, socket.timeout, ConnectionError) as error:
             reason = getattr(error, "reason", error)
             if isinstance(reason, ConnectionRefusedError):
-                raise _Refused() from None
+                raise _NotYet("refused the connection", "NETWORK_EXCEPTION",
+                              f"cannot reach {base}: the connection was refused") from None
             raise RemoteError("NETWORK_EXCEPTION", f"cannot reach {base}: {reason}") from None
 
     def json(self, method: str, path: str, *, query: dict[str, object] | None = None, body: Any = None,
@@ -154,13 +157,22 @@ class Client:
         return json.loads(raw)
 
 
-class _Refused(Exception):
-    """The server refused the connection: nothing of the request was sent."""
+class _NotYet(Exception):
+    """A server still starting: it refused the connection, so nothing of the request was sent, or it
+    answered 503 BROKER_NOT_AVAILABLE before doing anything (``server/gate.py``: the engine is still
+    opening its directories). Either way the same request may be sent again."""
+
+    def __init__(self, what: str, code: str, message: str) -> None:
+        super().__init__(what)
+        self.what, self.code, self.message = what, code, message
+
+    def error(self, waited: str) -> RemoteError:
+        return RemoteError(self.code, self.message + waited, 503 if self.code == "BROKER_NOT_AVAILABLE" else None)
 
 
 def client_for(args: Any, *, timeout: float = 60.0) -> Client:
-    """The client of the server a command's ``--server`` names, with its ``--connect-timeout``."""
-    return Client(args.server, timeout=timeout, connect_timeout=args.connect_timeout)
+    """The client of the server a command's ``--server`` names, with its ``--wait-for-server``."""
+    return Client(args.server, timeout=timeout, wait_for_server=args.wait_for_server)
 
 
 def _quote(segment: str) -> str:
