@@ -6,6 +6,7 @@
 
 mod append;
 mod columns;
+mod crc;
 mod encode;
 mod fault;
 mod frame;
@@ -124,7 +125,7 @@ fn v2_head(d: &[u8]) -> Option<Head> {
 
 impl Head {
     fn crc_matches(&self, d: &[u8]) -> bool {
-        ::crc32c::crc32c(&d[21..self.size]) == self.crc
+        crc::crc32c(&d[21..self.size]) == self.crc
     }
 
     fn summary(&self, d: &[u8]) -> Option<summary::Summary> {

@@ -53,7 +53,7 @@ fn whole_v2_batch(d: &[u8]) -> Result<usize, u8> {
 /// that can be, and a CRC that matches.
 fn plain_and_sound(d: &[u8], size: usize) -> bool {
     u16::from_be_bytes(be(d, 21)) & 0x37 == 0 && i32::from_be_bytes(be(d, 57)) >= 0
-        && ::crc32c::crc32c(&d[21..size]) == u32::from_be_bytes(be(d, 17))
+        && crate::crc::crc32c(&d[21..size]) == u32::from_be_bytes(be(d, 17))
 }
 
 const MIN_ARENA_GROWTH: usize = 64 << 10;
@@ -479,7 +479,7 @@ impl OffsetMap {
                 header[27..35].copy_from_slice(&new_base.to_be_bytes());
                 header[35..43].copy_from_slice(&new_max.to_be_bytes());
                 header[57..61].copy_from_slice(&(kept as i32).to_be_bytes());
-                let crc = ::crc32c::crc32c(&header[21..]);
+                let crc = crate::crc::crc32c(&header[21..]);
                 header[17..21].copy_from_slice(&crc.to_be_bytes());
                 entries.push((last_offset, new_max, out.len() - start));
             } else {

@@ -65,7 +65,7 @@ pub fn scan(data: &[u8], base_offset: i64, index_interval_bytes: usize, mut late
             break;
         }
         let stored_crc = u32::from_be_bytes(data[p + 17..p + 21].try_into().unwrap());
-        if crc32c::crc32c(&data[p + ATTRIBUTES_OFFSET..p + total]) != stored_crc {
+        if crate::crc::crc32c(&data[p + ATTRIBUTES_OFFSET..p + total]) != stored_crc {
             break;
         }
         let first = i64_at(data, p);
