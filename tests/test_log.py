@@ -365,7 +365,7 @@ def test_a_header_scan_yields_every_batch_with_its_header_and_steps_over_large_o
     assert [head for _, head in heads] == [data[:61] for _, data in whole]
     with open(records.path, "ab") as file:    # a torn tail: a header whose batch never made it whole
         file.write(whole[-1][1][:70])
-    records._size += 70
+    records.size += 70
     assert [info for info, _ in records.batch_headers()] == [info for info, _ in whole]
 
 
@@ -381,7 +381,7 @@ def test_a_header_scan_stops_at_a_torn_tail_as_the_full_scan_does(make_log, tail
     whole = [info for info in records.batches()]
     with open(records.path, "ab") as file:
         file.write(tail)
-    records._size += len(tail)
+    records.size += len(tail)
     assert [info for info in records.batches()] == whole
     assert [info for info, _ in records.batch_headers()] == whole
 

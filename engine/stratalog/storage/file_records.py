@@ -35,13 +35,13 @@ class FileRecords:
         self.path = path
         self._flags = os.O_RDONLY if read_only else os.O_RDWR
         self._fd: int | None = os.open(path, self._flags | (os.O_CREAT if create else 0), 0o644)
+        # The logical end: this class's to change, everyone's to read (a plain attribute, since every
+        # append reads it and a property is a call).
+        self.size: int = 0 if create and preallocate_bytes else os.fstat(self._fd).st_size
         if create and preallocate_bytes:
             os.ftruncate(self._fd, preallocate_bytes)
-            self._size = 0
-        else:
-            self._size = os.fstat(self._fd).st_size
         # Where the blocks this process reserved past the logical end stop (``disk_reservation``).
-        self._reserved_end = self._size
+        self._reserved_end = self.size
 
     # -- basic I/O --------------------------------------------------------------------------
     @property
@@ -50,17 +50,13 @@ class FileRecords:
             self._fd = os.open(self.path, self._flags)
         return self._fd
 
-    @property
-    def size(self) -> int:
-        return self._size
-
     @contextlib.contextmanager
     def mapped(self) -> Iterator[bytes | mmap.mmap]:
         """The file's bytes up to its logical size, mapped read-only for one whole-file scan."""
-        if self._size == 0:
+        if self.size == 0:
             yield b""
             return
-        with mmap.mmap(self.fd, self._size, prot=mmap.PROT_READ) as mapping:
+        with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as mapping:
             yield mapping
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -83,21 +79,23 @@ class FileRecords:
         kernel = native.kernel
         if kernel is None:
             return None
-        if self._size + len(data) > self._reserved_end:
-            self._reserve(self._size + len(data))
+        size, length = self.size, len(data)
+        if size + length > self._reserved_end:
+            self._reserve(size + length)
+        fd = self._fd   # (``fd`` reopens a closed descriptor: a call every append would pay)
         try:
             accepted: tuple[int, int, int] | None = kernel.append_as_sent(
-                self.fd, self._size, data, base_offset, leader_epoch, rules, now_ms, roll_after_timestamp,
-                max_last_offset, producer_id)
+                fd if fd is not None else self.fd, size, data, base_offset, leader_epoch, rules, now_ms,
+                roll_after_timestamp, max_last_offset, producer_id)
         except OSError:
             self._cut_torn_write()
             raise
         if accepted is not None:
-            self._size += len(data)
+            self.size = size + length
         return accepted
 
     def _write(self, head: bytes, view: memoryview) -> int:
-        position = self._size
+        position = self.size
         if position + len(head) + len(view) > self._reserved_end:
             self._reserve(position + len(head) + len(view))
         try:
@@ -115,8 +113,8 @@ class FileRecords:
         except OSError:
             self._cut_torn_write()
             raise
-        appended = position - self._size
-        self._size = position
+        appended = position - self.size
+        self.size = position
         return appended
 
     def _reserve(self, end: int) -> None:
@@ -124,11 +122,11 @@ class FileRecords:
         again before the file grows past that window: on a full disk, one call a window. What a
         failed one may have allocated (ext4 keeps part of a range it could not finish) is given
         back, for the write that follows and for other files."""
-        target = max(end, self._size + disk_reservation.window(self._size))
-        if disk_reservation.reserve(self.fd, self._size, target - self._size) in _OUT_OF_SPACE:
+        target = max(end, self.size + disk_reservation.window(self.size))
+        if disk_reservation.reserve(self.fd, self.size, target - self.size) in _OUT_OF_SPACE:
             with contextlib.suppress(OSError):
-                if os.fstat(self.fd).st_size == self._size:   # not inside a file preallocate=true sized
-                    os.ftruncate(self.fd, self._size)
+                if os.fstat(self.fd).st_size == self.size:   # not inside a file preallocate=true sized
+                    os.ftruncate(self.fd, self.size)
         self._reserved_end = target
 
     def _cut_torn_write(self) -> None:
@@ -136,31 +134,31 @@ class FileRecords:
         can fail too, and then the directory goes offline before anything else is acknowledged, and
         recovery cuts the torn tail at the next start)."""
         try:
-            os.ftruncate(self.fd, self._size)
-            self._reserved_end = self._size
+            os.ftruncate(self.fd, self.size)
+            self._reserved_end = self.size
         except OSError:
             pass
 
     def read(self, position: int, size: int) -> bytes:
-        end = min(position + size, self._size)
+        end = min(position + size, self.size)
         if end <= position:
             return b""
         return os.pread(self.fd, end - position, position)
 
     def region(self, position: int, size: int) -> FileRegion:
         """``size`` bytes from ``position`` (fewer past the logical end), to be sent from the file."""
-        return FileRegion.of(self.fd, position, max(0, min(position + size, self._size) - position), str(self.path))
+        return FileRegion.of(self.fd, position, max(0, min(position + size, self.size) - position), str(self.path))
 
     def flush(self) -> None:
         os.fsync(self.fd)
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to ``size`` bytes; returns how many bytes went."""
-        if size > self._size:
-            raise ValueError(f"{self.path}: cannot truncate to {size}, the file holds {self._size} bytes")
-        removed = self._size - size
+        if size > self.size:
+            raise ValueError(f"{self.path}: cannot truncate to {size}, the file holds {self.size} bytes")
+        removed = self.size - size
         os.ftruncate(self.fd, size)   # reserved blocks past ``size`` go too
-        self._size = self._reserved_end = size
+        self.size = self._reserved_end = size
         return removed
 
     def trim(self) -> None:
@@ -168,13 +166,13 @@ class FileRecords:
         file's own size releases the blocks that ``fallocate`` kept past it)."""
         status = os.fstat(self.fd)
         # Blocks past the end that this process did not reserve were left by one that was killed.
-        if (self._reserved_end > self._size or status.st_size != self._size
+        if (self._reserved_end > self.size or status.st_size != self.size
                 or disk_reservation.held_past_end(status)):
-            os.ftruncate(self.fd, self._size)
+            os.ftruncate(self.fd, self.size)
             # A truncation stamps the file's mtime, which retention and the cleaner read for segments
             # without timestamps: it stays the time of the last write, as Kafka leaves it.
             os.utime(self.fd, ns=(status.st_atime_ns, status.st_mtime_ns))
-            self._reserved_end = self._size
+            self._reserved_end = self.size
 
     def close(self) -> None:
         if self._fd is not None:
@@ -219,7 +217,7 @@ class FileRecords:
 
     def _scan(self, start: int, end: int | None, chunk: int, *, whole: bool = True
               ) -> Iterator[tuple[BatchInfo, tuple[bytes, int]]]:
-        limit = self._size if end is None else min(end, self._size)
+        limit = self.size if end is None else min(end, self.size)
         return scan_batches(self.read, start, limit, chunk, whole=whole, source=str(self.path))
 
     def batch_bytes(self, info: BatchInfo) -> bytes:

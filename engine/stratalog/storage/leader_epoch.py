@@ -18,6 +18,8 @@ class LeaderEpochCache:
     def __init__(self, partition_dir: Path) -> None:
         self._file = LeaderEpochCheckpointFile(partition_dir / LEADER_EPOCH_CHECKPOINT)
         self._entries: list[tuple[int, int]] = self._file.read()
+        # The last entry, kept beside the list: every append checks it, and reads it without a call.
+        self.latest: tuple[int, int] | None = self._entries[-1] if self._entries else None
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -39,22 +41,20 @@ class LeaderEpochCache:
         """Whether ``assign(epoch, start_offset)`` would change the cache (and write its file)."""
         if epoch < 0:
             return False
-        return not (self._entries and self._entries[-1][0] == epoch and start_offset >= self._entries[-1][1])
+        latest = self.latest
+        return latest is None or latest[0] != epoch or start_offset < latest[1]
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (a no-op if it is already known)."""
         if not self.would_change(epoch, start_offset):
             return
-        self._entries = [(e, o) for e, o in self._entries if e < epoch and o < start_offset]
-        self._entries.append((epoch, start_offset))
-        self._file.write(self._entries)
+        self._replace([*[(e, o) for e, o in self._entries if e < epoch and o < start_offset], (epoch, start_offset)])
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop epochs that start at or after ``end_offset`` (the log was truncated there)."""
         kept = [(e, o) for e, o in self._entries if o < end_offset]
         if kept != self._entries:
-            self._entries = kept
-            self._file.write(kept)
+            self._replace(kept)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop epochs wholly below ``start_offset``; the last dropped one restarts at it."""
@@ -64,8 +64,7 @@ class LeaderEpochCache:
         kept = [(e, o) for e, o in self._entries if o > start_offset]
         kept.insert(0, (below[-1][0], start_offset))
         if kept != self._entries:
-            self._entries = kept
-            self._file.write(kept)
+            self._replace(kept)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int] | None:
         """(largest epoch ≤ ``epoch``, its end offset), as Kafka's ``endOffsetFor``; None if undefined."""
@@ -83,8 +82,13 @@ class LeaderEpochCache:
 
     def clear(self) -> None:
         if self._entries:
-            self._entries = []
-            self._file.write([])
+            self._replace([])
+
+    def _replace(self, entries: list[tuple[int, int]]) -> None:
+        """The cache becomes ``entries``, in memory and in its checkpoint file."""
+        self._entries = entries
+        self.latest = entries[-1] if entries else None
+        self._file.write(entries)
 
     def rebind(self, partition_dir: Path) -> None:
         """The partition directory moved (deletion rename): write there from now on."""

@@ -57,6 +57,8 @@ class LogDirFailureChannel:
 
     def __init__(self) -> None:
         self._offline: dict[Path, OfflineDir] = {}
+        # Whether any directory is offline: every append reads it, without a call (none comes back).
+        self.any_offline = False
         self._lock = threading.Lock()
 
     def mark_offline(self, path: Path, during: str, error: OSError) -> OfflineDir:
@@ -67,6 +69,7 @@ class LogDirFailureChannel:
             if known is not None:
                 return known
             offline = self._offline[path] = OfflineDir(path, during, name, reason, time.time_ns() // 1_000_000)
+            self.any_offline = True
         logger.error("%s", offline.describe())
         return offline
 
