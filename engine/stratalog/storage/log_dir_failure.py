@@ -68,8 +68,10 @@ class LogDirFailureChannel:
             known = self._offline.get(path)
             if known is not None:
                 return known
-            offline = self._offline[path] = OfflineDir(path, during, name, reason, time.time_ns() // 1_000_000)
+            # The flag before the entry: appends read it without the lock, and no moment may have the
+            # directory listed with the flag still down.
             self.any_offline = True
+            offline = self._offline[path] = OfflineDir(path, during, name, reason, time.time_ns() // 1_000_000)
         logger.error("%s", offline.describe())
         return offline
 
