@@ -193,11 +193,7 @@ class Log:
         that would fall due."""
         if type(batch) is not bytes or len(batch) < _PRODUCER_FIELDS_END:   # a bytearray could change mid-write
             return None
-        if now_ms is None:   # the wall clock read here, without a call, unless a test set its own
-            clock = self.clock
-            now = time.time_ns() // 1_000_000 if clock is wall_clock_ms else clock()
-        else:
-            now = now_ms
+        now = self.clock() if now_ms is None else now_ms
         lock = self.lock
         if not lock.acquire(not inline):   # (positional: a keyword costs a tenth of a microsecond)
             return None
@@ -211,18 +207,12 @@ class Log:
                 cached = self._as_sent_rules = (config, as_sent_rules(config))
             rules = cached[1]
             # A closed or offline log: the reference path checks the batch first and says which fault.
-            failures = self.failures
-            if rules is None or local.closed or (failures.any_offline and failures.is_offline(local.log_dir)):
+            if rules is None or local.closed or self.failures.is_offline(local.log_dir):
                 return None
             segment = local.active_segment
             first_offset = segment.next_offset()
-            # ``epoch_cache.would_change``, without the call: the leader's epoch must already be the
-            # cache's latest, begun at or below this batch (a new one is the reference path's to write).
-            epoch = self.leader_epoch
-            if epoch >= 0:
-                latest = self.epoch_cache.latest
-                if latest is None or latest[0] != epoch or first_offset < latest[1]:
-                    return None
+            if self.epoch_cache.would_change(self.leader_epoch, first_offset):
+                return None
             # An idempotent producer's sequence is checked here, before the write; a batch that
             # repeats an earlier one, or is refused, is the reference path's to answer and name.
             last_offset_delta, producer_id, producer_epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(batch, 23)
@@ -241,7 +231,7 @@ class Log:
             # The write and what follows it (a flush that falls due) as ``failures.guard`` runs a
             # write, without entering a context: an OSError takes the directory offline.
             try:
-                accepted = segment.try_append_as_sent(batch, first_offset, epoch, rules, now,
+                accepted = segment.try_append_as_sent(batch, first_offset, self.leader_epoch, rules, now,
                                                       max_last_offset, producer_id)
                 if accepted is None:
                     return None
@@ -403,8 +393,7 @@ class Log:
                                max_timestamp)
         if self.hw_follows_leo:
             self.high_watermark = last_offset + 1
-        local = self.local   # ``_flush_due``, without the call: after a roll, whose flush moved the recovery point
-        if last_offset + 1 - local.recovery_point >= local.config.flush_messages:
+        if self._flush_due(last_offset):   # after a roll, whose flush moved the recovery point
             self.flush()
         # tuple.__new__ rather than AppendInfo(...), whose __new__ is a Python function: a call less.
         return tuple.__new__(AppendInfo, (first_offset, last_offset, max_timestamp, log_append_time, record_count,

@@ -57,8 +57,6 @@ class LogDirFailureChannel:
 
     def __init__(self) -> None:
         self._offline: dict[Path, OfflineDir] = {}
-        # Whether any directory is offline: every append reads it, without a call (none comes back).
-        self.any_offline = False
         self._lock = threading.Lock()
 
     def mark_offline(self, path: Path, during: str, error: OSError) -> OfflineDir:
@@ -68,9 +66,6 @@ class LogDirFailureChannel:
             known = self._offline.get(path)
             if known is not None:
                 return known
-            # The flag before the entry: appends read it without the lock, and no moment may have the
-            # directory listed with the flag still down.
-            self.any_offline = True
             offline = self._offline[path] = OfflineDir(path, during, name, reason, time.time_ns() // 1_000_000)
         logger.error("%s", offline.describe())
         return offline
