@@ -135,13 +135,13 @@ class Client:
             except (ValueError, KeyError, TypeError, AttributeError):
                 code, message = "UNKNOWN_SERVER_ERROR", raw.decode("utf-8", "replace")[:500] or str(error)
             if error.code == 503 and code == "BROKER_NOT_AVAILABLE":   # refused before anything was done
-                raise _NotYet("is not ready", code, message) from None
+                raise _NotYet("is not ready", code, message, error.code) from None
             raise RemoteError(code, message, error.code, leader_url=leader_url) from None
         except (urllib.error.URLError, socket.timeout, ConnectionError) as error:
             reason = getattr(error, "reason", error)
             if isinstance(reason, ConnectionRefusedError):
                 raise _NotYet("refused the connection", "NETWORK_EXCEPTION",
-                              f"cannot reach {base}: the connection was refused") from None
+                              f"cannot reach {base}: the connection was refused", None) from None
             raise RemoteError("NETWORK_EXCEPTION", f"cannot reach {base}: {reason}") from None
 
     def json(self, method: str, path: str, *, query: dict[str, object] | None = None, body: Any = None,
@@ -162,12 +162,13 @@ class _NotYet(Exception):
     answered 503 BROKER_NOT_AVAILABLE before doing anything (``server/gate.py``: the engine is still
     opening its directories). Either way the same request may be sent again."""
 
-    def __init__(self, what: str, code: str, message: str) -> None:
+    def __init__(self, what: str, code: str, message: str, status: int | None) -> None:
         super().__init__(what)
-        self.what, self.code, self.message = what, code, message
+        self.what, self.code, self.message, self.status = what, code, message, status
 
     def error(self, waited: str) -> RemoteError:
-        return RemoteError(self.code, self.message + waited, 503 if self.code == "BROKER_NOT_AVAILABLE" else None)
+        """The error the command reports once it has waited long enough (``status``: the HTTP one, if any)."""
+        return RemoteError(self.code, self.message + waited, self.status)
 
 
 def client_for(args: Any, *, timeout: float = 60.0) -> Client:
