@@ -99,6 +99,16 @@ def test_the_native_crc_agrees_with_the_reference_at_every_length_and_not_one_bi
         assert stratalog_native.check_batch(wrong) is None, f"value of {value_size} bytes, bit {bit:#x}"
 
 
+def test_the_kernels_own_rust_tests_pass():
+    """native/src's unit tests (the CRC against its bitwise definition at every alignment, among
+    them), run by cargo as a developer runs them: otherwise nothing in CI would."""
+    manifest = Path(__file__).resolve().parents[1] / "native" / "Cargo.toml"
+    result = subprocess.run(["cargo", "test", "--release", "--lib", "--manifest-path", str(manifest)],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "test result: ok." in result.stdout and " 0 failed" in result.stdout, result.stdout[-3000:]
+
+
 @settings(max_examples=200, deadline=None)
 @given(_records, st.sampled_from(list(Compression)))
 def test_any_well_formed_batch_is_summarized_alike(fields, codec):
