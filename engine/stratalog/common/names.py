@@ -12,6 +12,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from stratalog.common.errors import InvalidTopicError
 
@@ -102,8 +103,11 @@ def validate_topic_name(topic: str) -> str:
     return topic
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A partition's name. A tuple, not a dataclass: it keys the dicts of every request's path (logs,
+    partitions, signals, metrics), and a tuple's hash and equality are C, where a dataclass's are
+    Python calls, about 0.3 µs a lookup."""
+
     topic: str
     partition: int
 
