@@ -102,3 +102,56 @@ def test_a_read_handed_on_without_its_region_keeps_every_other_fact():
     assert set(values) == {f.name for f in dataclasses.fields(FetchInfo)}, "a FetchInfo field this test lacks"
     info = FetchInfo(**values)
     assert info.without_region() == dataclasses.replace(info, region=None)
+
+
+def test_a_fetch_cancelled_while_its_read_runs_on_a_thread_closes_the_regions_that_read_leaves(
+        started_broker, monkeypatch):
+    """A client that goes while its fetch reads an old segment on the io pool cancels the fetch, not the
+    read: the regions read before the hop and by the read itself are closed once the read ends, not left
+    holding descriptors until their objects are collected."""
+    import threading
+
+    from stratalog.broker import replica_manager
+
+    broker = started_broker()
+    broker.topics.create_topic("t", 2, {"segment.bytes": "1024"})
+    for tp in (OLD, TAIL):
+        for _ in range(12):
+            broker.log(tp).append(batch(3, value_size=60))
+    reading, finish = threading.Event(), threading.Event()
+    read_here: list[FetchedBatches] = []
+
+    def slow_read(*args, **kwargs):
+        fetched = read_whole_batches(*args, **kwargs)
+        read_here.append(fetched)
+        reading.set()
+        finish.wait(30)
+        return fetched
+
+    monkeypatch.setattr(replica_manager, "read_whole_batches", slow_read)
+    tail = broker.log(TAIL).active_segment.base_offset
+    ahead: list[FetchedBatches] = []
+    real_read_in_order = broker._read_in_order
+
+    def remember_first_pass(reads, out, *args, **kwargs):
+        result = real_read_in_order(reads, out, *args, **kwargs)
+        ahead.extend(r for r in result if isinstance(r, FetchedBatches))
+        return result
+
+    broker._read_in_order = remember_first_pass
+
+    async def fetch_then_go() -> None:
+        # the tail is read on the loop (a region), the old segment on a thread
+        task = asyncio.ensure_future(broker.fetch_many([(TAIL, tail, 1 << 20), (OLD, 0, 1 << 20)], 0, 1, 1 << 20,
+                                                       zero_copy=True))
+        await asyncio.get_running_loop().run_in_executor(None, reading.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(fetch_then_go())
+    finish.set()
+    broker.io.submit(lambda: None).result(30)   # the read has ended and its callbacks have run
+    regions = [r.region for r in ahead + read_here if r.region is not None]
+    assert len(regions) >= 2   # the tail's, read before the hop, and the old segment's
+    assert all(region.file.closed for region in regions)

@@ -326,8 +326,7 @@ class ReplicaManager:
         events: list[Signal] | None = None
         while True:
             if len(results) < len(reads):
-                results = await self.run(self._read_in_order, reads, results, max_bytes, isolation, zero_copy,
-                                         True)
+                results = await self._read_off_loop(reads, results, max_bytes, isolation, zero_copy)
             remaining = deadline - loop.time()
             if self._answered(results, min_bytes) or remaining <= 0 or not reads:
                 return results
@@ -339,6 +338,19 @@ class ReplicaManager:
             logs = self.engine.manager.logs_view()
             events = [self.signals.event(tp) for tp, _, _ in reads if tp in logs]
             results = self._read_in_order(reads, [], max_bytes, isolation, zero_copy, blocking=False)
+
+    async def _read_off_loop(self, reads: Sequence[tuple[TopicPartition, int, int]],
+                             out: list[FetchedBatches | StratalogError], max_bytes: int, isolation: FetchIsolation,
+                             zero_copy: bool) -> list[FetchedBatches | StratalogError]:
+        """``_read_in_order`` on the io pool, going on from ``out``. A fetch cancelled meanwhile (its
+        client went) leaves the read running: the regions it holds, and those the read adds to
+        ``out``, are closed once it ends, not left open until their objects are collected."""
+        job = self.io.submit(self._read_in_order, reads, out, max_bytes, isolation, zero_copy, True)
+        try:
+            return await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            job.add_done_callback(lambda _: _release(out))   # at once if the read never began
+            raise
 
     def _answered(self, results: Sequence[FetchedBatches | StratalogError], min_bytes: int) -> bool:
         """Whether a fetch's reads are its answer without a wait: ``min_bytes`` came, or one failed, or
