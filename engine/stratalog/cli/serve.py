@@ -16,6 +16,7 @@ from typing import Any
 
 from stratalog.common.config import parse_key_value_pairs
 from stratalog.common.names import validate_topic_name
+from stratalog.server.event_loop import EVENT_LOOPS   # no aiohttp: the names alone, one list for both
 
 DEFAULT_LISTEN = "127.0.0.1:8092"
 
@@ -78,7 +79,7 @@ def register(sub: Any) -> None:
                         help="with --broker-id: the CA of TLS leaders' certificates (https:// or kafka+ssl://)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--access-log", action="store_true", help="log every request")
-    parser.add_argument("--event-loop", choices=["uvloop", "asyncio"], default=None,
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default=None,
                         help="the event loop to serve on (default uvloop where installed, as the server extra "
                              "installs it; else asyncio's own)")
     parser.set_defaults(run=run)
