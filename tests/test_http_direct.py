@@ -539,3 +539,44 @@ def test_a_query_reads_as_aiohttp_reads_it(query: str) -> None:
     assert set(ours) == set(aiohttps)
     for name in aiohttps:   # each name's values, in order, as the handlers ask for them
         assert ours.getall(name, []) == aiohttps.getall(name), name
+
+
+def test_a_connection_handed_to_aiohttp_while_its_writes_are_paused_is_handed_over_paused(tmp_path) -> None:
+    """The transport tells only its current protocol when its buffer drains: a connection whose writes
+    were paused (a region sent to a client that reads slowly, then a request for aiohttp) must tell
+    aiohttp's protocol that they are, or aiohttp would write on as if the client read. The real app's
+    aiohttp protocol on a real socket and loop; the transport's pause is the call it would make."""
+    import asyncio
+
+    from aiohttp import web
+
+    from stratalog.broker.engine import Engine
+    from stratalog.server.app import create_app
+    from stratalog.server.direct.connection import DirectConnection, DirectRoutes
+    from stratalog.server.state import ServerState
+
+    async def scenario() -> tuple[bool, bool, bytes]:
+        state = ServerState(Engine([tmp_path / "data"], schedule=False))
+        app = create_app(state)
+        runner = web.AppRunner(app, handle_signals=False)
+        await runner.setup()
+        assert runner.server is not None
+        ours, theirs = socket.socketpair()
+        theirs.setblocking(False)
+        connection = DirectConnection(DirectRoutes(app, state, {}, runner.server))
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_accepted_socket(lambda: connection, ours)
+        try:
+            connection.pause_writing()
+            await loop.sock_sendall(theirs, b"GET /v1/no-such-route HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = await asyncio.wait_for(loop.sock_recv(theirs, 65536), 10)
+            handed = transport.get_protocol()
+            return handed is not connection, handed.writing_paused, answer
+        finally:
+            transport.close()
+            theirs.close()
+            await runner.cleanup()
+
+    handed_over, paused, answer = asyncio.run(scenario())
+    assert handed_over and paused
+    assert answer.startswith(b"HTTP/1.1 404 ")   # aiohttp answers it: written, the transport buffering it meanwhile
