@@ -151,7 +151,7 @@ def test_a_fetch_cancelled_while_its_read_runs_on_a_thread_closes_the_regions_th
 
     asyncio.run(fetch_then_go())
     finish.set()
-    broker.io.submit(lambda: None).result(30)   # the read has ended and its callbacks have run
+    broker.io.shutdown(wait=True)   # every worker has ended: the read, and the callbacks it ran on finishing
     regions = [r.region for r in ahead + read_here if r.region is not None]
     assert len(regions) >= 2   # the tail's, read before the hop, and the old segment's
     assert all(region.file.closed for region in regions)
