@@ -1,8 +1,8 @@
 """The leader-epoch cache against a model of Kafka's ``LeaderEpochFileCache`` rules.
 
 Every change (assign, truncation from either end, clear) must leave three things agreeing: the
-entries, the ``latest`` entry that every append reads without a call, and the checkpoint file a
-fresh cache reads back. ``would_change`` must say exactly whether ``assign`` would change anything.
+entries, the ``latest`` entry (what ``would_change`` holds an append against), and the checkpoint
+file a fresh cache reads back. ``would_change`` must say exactly whether ``assign`` would change anything.
 """
 
 from __future__ import annotations

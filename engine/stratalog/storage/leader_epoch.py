@@ -18,12 +18,15 @@ class LeaderEpochCache:
     def __init__(self, partition_dir: Path) -> None:
         self._file = LeaderEpochCheckpointFile(partition_dir / LEADER_EPOCH_CHECKPOINT)
         self._entries: list[tuple[int, int]] = self._file.read()
-        # The last entry, kept beside the list: every append checks it, and reads it without a call.
-        self.latest: tuple[int, int] | None = self._entries[-1] if self._entries else None
 
     @property
     def entries(self) -> list[tuple[int, int]]:
         return list(self._entries)
+
+    @property
+    def latest(self) -> tuple[int, int] | None:
+        """The last (epoch, start offset), or None."""
+        return self._entries[-1] if self._entries else None
 
     def latest_epoch(self) -> int | None:
         return self._entries[-1][0] if self._entries else None
@@ -41,8 +44,8 @@ class LeaderEpochCache:
         """Whether ``assign(epoch, start_offset)`` would change the cache (and write its file)."""
         if epoch < 0:
             return False
-        latest = self.latest
-        return latest is None or latest[0] != epoch or start_offset < latest[1]
+        entries = self._entries   # every leader append asks: the list read once, no property call
+        return not entries or entries[-1][0] != epoch or start_offset < entries[-1][1]
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (a no-op if it is already known)."""
@@ -87,7 +90,6 @@ class LeaderEpochCache:
     def _replace(self, entries: list[tuple[int, int]]) -> None:
         """The cache becomes ``entries``, in memory and in its checkpoint file."""
         self._entries = entries
-        self.latest = entries[-1] if entries else None
         self._file.write(entries)
 
     def rebind(self, partition_dir: Path) -> None:
