@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from conftest import batch, region_bytes
-from stratalog.broker.fetch import FetchedBatches, read_whole_batches
+from stratalog.broker.fetch import FetchedBatches, read_whole_batches, try_read_whole_batches
 from stratalog.common.names import TopicPartition
 
 OLD, TAIL = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -128,17 +128,17 @@ def test_a_fetch_cancelled_while_its_read_runs_on_a_thread_closes_the_regions_th
         finish.wait(30)
         return fetched
 
+    ahead: list[FetchedBatches] = []   # read on the loop, before the hop
+
+    def remembered_try_read(*args, **kwargs):
+        fetched = try_read_whole_batches(*args, **kwargs)
+        if fetched is not None:
+            ahead.append(fetched)
+        return fetched
+
     monkeypatch.setattr(replica_manager, "read_whole_batches", slow_read)
+    monkeypatch.setattr(replica_manager, "try_read_whole_batches", remembered_try_read)
     tail = broker.log(TAIL).active_segment.base_offset
-    ahead: list[FetchedBatches] = []
-    real_read_in_order = broker._read_in_order
-
-    def remember_first_pass(reads, out, *args, **kwargs):
-        result = real_read_in_order(reads, out, *args, **kwargs)
-        ahead.extend(r for r in result if isinstance(r, FetchedBatches))
-        return result
-
-    broker._read_in_order = remember_first_pass
 
     async def fetch_then_go() -> None:
         # the tail is read on the loop (a region), the old segment on a thread
