@@ -14,14 +14,35 @@ from stratalog.common.names import TopicPartition
 OLD, TAIL = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
-@pytest.mark.parametrize("zero_copy", [False, True])
-def test_a_fetch_reads_tails_on_the_loop_and_older_segments_on_a_thread_in_order_within_one_budget(
-        started_broker, zero_copy):
-    broker = started_broker()
+def _old_segments_and_a_tail(broker) -> None:
+    """Two partitions of small segments: OLD read from its first (a thread's read), TAIL from its active one."""
     broker.topics.create_topic("t", 2, {"segment.bytes": "1024"})
     for tp in (OLD, TAIL):
         for _ in range(12):
             broker.log(tp).append(batch(3, value_size=60))
+
+
+def _reads_on_the_loop(monkeypatch) -> list[FetchedBatches]:
+    """What the broker's reads on the event loop return from now on, as they return it."""
+    from stratalog.broker import replica_manager
+
+    read: list[FetchedBatches] = []
+
+    def remembered(*args, **kwargs):
+        fetched = try_read_whole_batches(*args, **kwargs)
+        if fetched is not None:
+            read.append(fetched)
+        return fetched
+
+    monkeypatch.setattr(replica_manager, "try_read_whole_batches", remembered)
+    return read
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_a_fetch_reads_tails_on_the_loop_and_older_segments_on_a_thread_in_order_within_one_budget(
+        started_broker, zero_copy):
+    broker = started_broker()
+    _old_segments_and_a_tail(broker)
     assert len(broker.log(OLD).segments) > 2
     tail = broker.log(TAIL).active_segment.base_offset
     # The first read is a tail (on the loop), the second starts in an old segment (a thread goes on
@@ -114,10 +135,7 @@ def test_a_fetch_cancelled_while_its_read_runs_on_a_thread_closes_the_regions_th
     from stratalog.broker import replica_manager
 
     broker = started_broker()
-    broker.topics.create_topic("t", 2, {"segment.bytes": "1024"})
-    for tp in (OLD, TAIL):
-        for _ in range(12):
-            broker.log(tp).append(batch(3, value_size=60))
+    _old_segments_and_a_tail(broker)
     reading, finish = threading.Event(), threading.Event()
     read_here: list[FetchedBatches] = []
 
@@ -128,16 +146,8 @@ def test_a_fetch_cancelled_while_its_read_runs_on_a_thread_closes_the_regions_th
         finish.wait(30)
         return fetched
 
-    ahead: list[FetchedBatches] = []   # read on the loop, before the hop
-
-    def remembered_try_read(*args, **kwargs):
-        fetched = try_read_whole_batches(*args, **kwargs)
-        if fetched is not None:
-            ahead.append(fetched)
-        return fetched
-
+    ahead = _reads_on_the_loop(monkeypatch)   # read before the hop
     monkeypatch.setattr(replica_manager, "read_whole_batches", slow_read)
-    monkeypatch.setattr(replica_manager, "try_read_whole_batches", remembered_try_read)
     tail = broker.log(TAIL).active_segment.base_offset
 
     async def fetch_then_go() -> None:
@@ -155,3 +165,17 @@ def test_a_fetch_cancelled_while_its_read_runs_on_a_thread_closes_the_regions_th
     regions = [r.region for r in ahead + read_here if r.region is not None]
     assert len(regions) >= 2   # the tail's, read before the hop, and the old segment's
     assert all(region.file.closed for region in regions)
+
+
+def test_a_fetch_refused_by_a_stopped_io_pool_closes_the_regions_it_read_before(started_broker, monkeypatch):
+    """A server stopping shuts the io pool: a fetch whose next read would go there is refused, and the
+    regions its first pass read on the loop are closed, not left to the collector."""
+    broker = started_broker()
+    _old_segments_and_a_tail(broker)
+    ahead = _reads_on_the_loop(monkeypatch)
+    tail = broker.log(TAIL).active_segment.base_offset
+    broker.io.shutdown(wait=True)
+    with pytest.raises(RuntimeError):
+        asyncio.run(broker.fetch_many([(TAIL, tail, 1 << 20), (OLD, 0, 1 << 20)], 0, 1, 1 << 20, zero_copy=True))
+    regions = [r.region for r in ahead if r.region is not None]
+    assert regions and all(region.file.closed for region in regions)

@@ -344,8 +344,13 @@ class ReplicaManager:
                              zero_copy: bool) -> list[FetchedBatches | StratalogError]:
         """``_read_in_order`` on the io pool, going on from ``out``. A fetch cancelled meanwhile (its
         client went) leaves the read running: the regions it holds, and those the read adds to
-        ``out``, are closed once it ends, not left open until their objects are collected."""
-        job = self.io.submit(self._read_in_order, reads, out, max_bytes, isolation, zero_copy, True)
+        ``out``, are closed once it ends, not left open until their objects are collected. A pool
+        already shut down (the server stopping) refuses the read: ``out``'s regions are closed then."""
+        try:
+            job = self.io.submit(self._read_in_order, reads, out, max_bytes, isolation, zero_copy, True)
+        except RuntimeError:
+            _release(out)
+            raise
         try:
             return await asyncio.wrap_future(job)
         except asyncio.CancelledError:
