@@ -13,6 +13,7 @@ mod frame;
 mod offset_map;
 mod producers;
 mod scan;
+mod socket_writer;
 mod summary;
 mod varint;
 mod walk;
@@ -51,7 +52,7 @@ impl Bytes {
         Ok(slice)
     }
 
-    fn slice(&self) -> &[u8] {
+    pub(crate) fn slice(&self) -> &[u8] {
         // The buffer export pins the memory (a bytearray cannot resize while it is held).
         unsafe { std::slice::from_raw_parts(self.buffer.buf_ptr() as *const u8, self.buffer.len_bytes()) }
     }
@@ -249,7 +250,7 @@ fn append_as_sent(py: Python<'_>, fd: i32, position: i64, data: &Bound<'_, PyAny
 
 /// An `io::Error` as the OSError `os.pwritev` raises: errno and strerror, so that the directory's
 /// offline report reads the same whichever wrote.
-fn os_error(error: std::io::Error) -> PyErr {
+pub(crate) fn os_error(error: std::io::Error) -> PyErr {
     let text = error.to_string();
     match error.raw_os_error() {
         // Rust's text is strerror's followed by " (os error N)".
@@ -325,7 +326,7 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // What records/native.py checks before it uses this module: bump it with records/native.py's
     // INTERFACE whenever a function or class is added or removed, or changes its arguments or results,
     // so that an extension built from older sources is refused by name instead of failing mid-append.
-    m.add("INTERFACE", 6u32)?;
+    m.add("INTERFACE", 7u32)?;
     m.add("RecordError", m.py().get_type::<RecordError>())?;
     m.add_function(wrap_pyfunction!(summarize_records, m)?)?;
     m.add_class::<offset_map::OffsetMap>()?;
@@ -337,5 +338,6 @@ fn stratalog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(producer_batches, m)?)?;
     m.add_function(wrap_pyfunction!(whole_batches, m)?)?;
     m.add_function(wrap_pyfunction!(follower_batches, m)?)?;
+    m.add_class::<socket_writer::SocketWriter>()?;
     Ok(())
 }

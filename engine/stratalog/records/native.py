@@ -21,7 +21,7 @@ import warnings
 from types import ModuleType
 
 _CHOICES = ("auto", "python", "native")
-INTERFACE = 6   # native/src/lib.rs sets the same number; see there when to change it
+INTERFACE = 7   # native/src/lib.rs sets the same number; see there when to change it
 
 
 def _load(choice: str) -> ModuleType | None:
