@@ -7,7 +7,9 @@ writes it on every answer, the direct path does not.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 import os
 import socket
@@ -16,6 +18,8 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -151,6 +155,41 @@ def test_pipelined_requests_are_answered_in_order_across_the_hand_over(server: S
         assert second == first + 1
         assert answers[2].json() == {"status": "alive"} and answers[4].json() == {"status": "ready"}
         assert values(answers[3].body)[first:first + 2] == [b"a", b"b"]
+    finally:
+        connection.close()
+
+
+def thread_names(server: Server) -> set[str]:
+    assert server.proc is not None
+    return {(task / "comm").read_text().strip() for task in Path(f"/proc/{server.proc.pid}/task").iterdir()}
+
+
+def test_a_hand_over_waits_for_the_answers_the_writing_thread_still_holds(server: Server) -> None:
+    # Answers go to the socket from a thread of their own (server/socket_writes); a reader with a small
+    # window leaves them queued there when the request for aiohttp comes, whose answer must follow them.
+    assert "socket-writer" in thread_names(server)
+    start = server.ok("GET", f"/v1/topics/{TOPIC}/partitions/1/offsets")["offset"]
+    batch = kafka_batch([(None, os.urandom(1000)) for _ in range(48)])
+    for _ in range(64):
+        assert server.produce_raw(TOPIC, 1, batch).status_code == 200
+    connection = Connection(server, receive_buffer=4096)
+    try:
+        connection.send(fetch(1, start, query=f"&maxBytes={3 << 20}"), fetch(1, start, query="&maxBytes=60000"),
+                        other("/healthz"))
+        time.sleep(0.5)
+        # Read slowly: the queue drains a little at a time, and aiohttp's answer, were it written at once
+        # on the hand-over, would land amid the fetches'.
+        received = bytearray()
+        connection.sock.settimeout(2)
+        with contextlib.suppress(TimeoutError):
+            while chunk := connection.sock.recv(2048):
+                received += chunk
+                time.sleep(0.0005)
+        reader = io.BytesIO(received)
+        answers = [Connection.answer(SimpleNamespace(reader=reader)) for _ in range(3)]  # type: ignore[arg-type]
+        assert [(a.status, a.by_aiohttp) for a in answers] == [(200, False), (200, False), (200, True)]
+        assert len(values(answers[0].body)) == 48 * 64 and len(values(answers[1].body)) == 48
+        assert answers[2].json() == {"status": "alive"}
     finally:
         connection.close()
 
@@ -580,3 +619,53 @@ def test_a_connection_handed_to_aiohttp_while_its_writes_are_paused_is_handed_ov
     handed_over, paused, answer = asyncio.run(scenario())
     assert handed_over and paused
     assert answer.startswith(b"HTTP/1.1 404 ")   # aiohttp answers it: written, the transport buffering it meanwhile
+
+
+def test_a_connection_whose_answers_the_writing_thread_still_holds_is_handed_over_once_they_are_written(
+        tmp_path) -> None:
+    """A request for aiohttp after answers that the writing thread (server/socket_writes) has not yet
+    written: aiohttp gets the connection only once they are, so its answer comes after them. The
+    real app and writer on a real socket, whose peer does not read at first."""
+    import asyncio
+
+    from aiohttp import web
+
+    from stratalog.broker.engine import Engine
+    from stratalog.server.app import create_app
+    from stratalog.server.direct.connection import DirectConnection, DirectRoutes
+    from stratalog.server.socket_writes import SocketWrites
+    from stratalog.server.state import ServerState
+
+    held = b"x" * (4 << 20)   # more than the socket takes: most of it waits in the writer
+
+    async def scenario() -> tuple[bool, bool, bytes]:
+        state = ServerState(Engine([tmp_path / "data"], schedule=False))
+        app = create_app(state)
+        runner = web.AppRunner(app, handle_signals=False)
+        await runner.setup()
+        assert runner.server is not None
+        ours, theirs = socket.socketpair()
+        theirs.setblocking(False)
+        writes = SocketWrites()
+        connection = DirectConnection(DirectRoutes(app, state, {}, runner.server, writes=writes))
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_accepted_socket(lambda: connection, ours)
+        try:
+            assert connection._outlet is not None
+            connection._outlet.write([held])
+            await loop.sock_sendall(theirs, b"GET /v1/no-such-route HTTP/1.1\r\nHost: x\r\n\r\n")
+            await asyncio.sleep(0.3)
+            kept_meanwhile = transport.get_protocol() is connection
+            received = bytearray()
+            while b"\r\n\r\n" not in received or len(received) <= len(held):   # aiohttp's head, wherever it is
+                received += await asyncio.wait_for(loop.sock_recv(theirs, 1 << 20), 10)
+            return kept_meanwhile, transport.get_protocol() is not connection, bytes(received)
+        finally:
+            transport.close()
+            theirs.close()
+            await runner.cleanup()
+            writes.close()
+
+    kept_meanwhile, handed_over, received = asyncio.run(scenario())
+    assert kept_meanwhile and handed_over
+    assert received[:len(held)] == held and received[len(held):].startswith(b"HTTP/1.1 404 ")

@@ -41,6 +41,7 @@ from stratalog.server.access.tls import ReloadingTLS, TLSFilesError
 from stratalog.server.app import DATA_HANDLERS, create_app
 from stratalog.server import event_loop as event_loops
 from stratalog.server.direct.listener import HttpListener, direct_enabled, start_listener
+from stratalog.server.socket_writes import thread_writes_enabled
 from stratalog.server.kafka.context import KafkaContext
 from stratalog.server.kafka.listener import KafkaListener
 from stratalog.server.credentials import NO_CREDENTIALS, Credentials
@@ -148,7 +149,8 @@ async def listen(app: web.Application, host: str, port: int, *, shutdown_timeout
                "max_line_size": MAX_REQUEST_LINE}
     try:
         direct = direct_enabled(access_log)
-    except ValueError as error:   # STRATALOG_HTTP_DIRECT names neither choice
+        thread_writes_enabled()   # checked here, before either listener starts
+    except ValueError as error:   # STRATALOG_HTTP_DIRECT or STRATALOG_SOCKET_WRITES names neither choice
         logger.error("cannot listen: %s", error)
         return None
     try:

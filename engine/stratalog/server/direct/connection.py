@@ -41,6 +41,7 @@ from stratalog.server.gate import through_gate
 from stratalog.server.region_response import corked
 from stratalog.server.sendfile import send_region
 from stratalog.server.served_connection import ServedConnection, write_buffers
+from stratalog.server.socket_writes import Outlet, SocketWrites
 from stratalog.server.state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class DirectRoutes:
     fallback: Callable[[], asyncio.Protocol]
     date: HttpDate = field(default_factory=HttpDate)
     connections: set[DirectConnection] = field(default_factory=set)
+    writes: SocketWrites | None = None   # answers written off the loop (socket_writes), where it can
 
 
 class DirectConnection(ServedConnection):
@@ -82,6 +84,8 @@ class DirectConnection(ServedConnection):
         self._last = False             # a request without keep-alive came: nothing after it is read
         self._eof = False
         self._reading_paused = False
+        self._outlet: Outlet | None = None
+        self._handoff: asyncio.Task[None] | None = None   # waits for the outlet's answers to be written
         self.last_active = self._loop.time()
 
     # -- asyncio's protocol ------------------------------------------------------------------------
@@ -95,6 +99,20 @@ class DirectConnection(ServedConnection):
             except OSError:
                 pass
         self._routes.connections.add(self)
+        writes = self._routes.writes
+        if writes is not None:
+            self._outlet = writes.outlet(transport, self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self._outlet is not None:   # what it queued is still written: the socket closes after it
+            self._outlet.release()
+
+    def writes_failed(self) -> None:
+        """The outlet's write failed (the client went) or cut the connection (a file shorter than its
+        region): no answer can follow."""
+        self._lost = True
+        self._abort()
 
     def data_received(self, data: bytes) -> None:
         if self._last or self._lost:
@@ -208,7 +226,7 @@ class DirectConnection(ServedConnection):
         except Exception:   # a fault of the server's own, not the request's (those are answers): no answer can follow
             logger.exception("closing a connection: answering %s failed", self._peer())
             self._lost = True
-            transport.abort()
+            self._abort()
             return
         finally:
             self._worker_ended()
@@ -242,7 +260,10 @@ class DirectConnection(ServedConnection):
                 return
             if transport.is_closing():
                 return
-            write_buffers(transport, (answer, response.body))
+            if self._outlet is not None:
+                self._outlet.write((answer, response.body))
+            else:
+                write_buffers(transport, (answer, response.body))
             if self._writing_paused:
                 await self._writable_again()
             return
@@ -253,8 +274,12 @@ class DirectConnection(ServedConnection):
                             f"{type(payload).__name__}, not bytes")
         if transport.is_closing():
             return
-        transport.write(answer_head(response.status, response.reason, response.headers.items(), len(payload), date,
-                                    keep_alive=keep_alive, http10=head.http10) + payload)
+        answer = answer_head(response.status, response.reason, response.headers.items(), len(payload), date,
+                             keep_alive=keep_alive, http10=head.http10)
+        if self._outlet is not None:
+            self._outlet.write((answer, payload))
+        else:
+            transport.write(answer + payload)
         if self._writing_paused:
             await self._writable_again()
 
@@ -262,6 +287,15 @@ class DirectConnection(ServedConnection):
         """The fields, then the region from its file, in one segment where the kernel can (TCP_CORK)."""
         transport = self._transport
         assert transport is not None
+        outlet = self._outlet
+        if outlet is not None:   # its writer sends the head with MSG_MORE, then the region: one segment
+            if transport.is_closing():
+                region.close()
+                return
+            outlet.send_region((head,), region)
+            if self._writing_paused:
+                await self._writable_again()
+            return
         try:
             if transport.is_closing():
                 return
@@ -281,7 +315,26 @@ class DirectConnection(ServedConnection):
 
     # -- handing over and closing -----------------------------------------------------------------
     def _hand_off(self) -> bool | None:
-        """Give the connection, and every byte from the request that is aiohttp's, to aiohttp's protocol."""
+        """Give the connection, and every byte from the request that is aiohttp's, to aiohttp's protocol:
+        once the outlet's answers are written (aiohttp's must come after them), and its writes are done."""
+        outlet = self._outlet
+        if outlet is not None and not outlet.idle:
+            if self._handoff is None:
+                self._handoff = self._loop.create_task(self._hand_off_when_written(outlet))
+            return True   # the connection stays open meanwhile, its end of input included
+        return self._hand_over()
+
+    async def _hand_off_when_written(self, outlet: Outlet) -> None:
+        await outlet.written()
+        if self._lost:
+            return
+        if not self._hand_over() and self._eof and self._transport is not None:
+            self._transport.close()   # what the transport does when eof_received says so
+
+    def _hand_over(self) -> bool | None:
+        if self._outlet is not None:
+            self._outlet.release()
+            self._outlet = None
         self._routes.connections.discard(self)
         transport = self._transport
         if transport is None or transport.is_closing():
@@ -314,6 +367,13 @@ class DirectConnection(ServedConnection):
         if self._transport is None:
             return
         if now:
-            self._transport.abort()
+            self._abort()
         else:
             self._transport.close()
+
+    def _abort(self) -> None:
+        """Cut the connection, the answers the outlet still holds dropped."""
+        if self._outlet is not None:
+            self._outlet.release(discard=True)
+        if self._transport is not None:
+            self._transport.abort()

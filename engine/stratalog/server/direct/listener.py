@@ -20,6 +20,7 @@ from aiohttp import web
 from stratalog.server.access.permissions import Need
 from stratalog.server.data_answer import DataHandler
 from stratalog.server.direct.connection import DirectConnection, DirectRoutes
+from stratalog.server.socket_writes import SocketWrites, thread_writes_enabled
 from stratalog.server.state import STATE
 
 # aiohttp's keepalive_timeout: a direct connection idle this long is closed, as aiohttp closes its own.
@@ -66,6 +67,8 @@ class HttpListener:
             for connection in list(self._routes.connections):
                 connection.close(now=not connection.idle)   # one still answering after the timeout is cut
         await self._runner.cleanup()
+        if self._routes is not None and self._routes.writes is not None:
+            self._routes.writes.close()
 
     async def _sweep(self) -> None:
         assert self._routes is not None
@@ -87,7 +90,8 @@ async def start_listener(app: web.Application, handlers: Mapping[str, tuple[Data
     await runner.setup()
     aiohttp_protocol = runner.server
     assert aiohttp_protocol is not None
-    shared = DirectRoutes(app, app[STATE], handlers, aiohttp_protocol) if direct else None
+    shared = DirectRoutes(app, app[STATE], handlers, aiohttp_protocol,
+                          writes=SocketWrites() if thread_writes_enabled() else None) if direct else None
 
     def connection() -> asyncio.Protocol:
         return DirectConnection(shared) if shared is not None else aiohttp_protocol()
@@ -97,5 +101,7 @@ async def start_listener(app: web.Application, handlers: Mapping[str, tuple[Data
             connection, host, port, ssl=ssl_context, reuse_address=True, backlog=128)
     except OSError:
         await runner.cleanup()
+        if shared is not None and shared.writes is not None:
+            shared.writes.close()
         raise
     return HttpListener(runner, server, shared, shutdown_timeout)

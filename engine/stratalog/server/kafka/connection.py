@@ -31,6 +31,7 @@ from stratalog.server.kafka.dispatch import Peer, answer_frame
 from stratalog.server.kafka.sasl import SaslSession
 from stratalog.server.sendfile import send_region
 from stratalog.server.served_connection import ServedConnection, write_buffers
+from stratalog.server.socket_writes import Outlet, SocketWrites
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class ListenerScope:
     closing: bool = False
     closed_for_bad_frames: int = 0
     connections: set[KafkaConnection] = field(default_factory=set)
+    writes: SocketWrites | None = None   # answers written off the loop (socket_writes), where it can
 
 
 class KafkaConnection(ServedConnection):
@@ -67,6 +69,7 @@ class KafkaConnection(ServedConnection):
         self._stopped = False           # nothing more is cut: a refused frame, or closing
         self._eof = False
         self._reading_paused = False
+        self._outlet: Outlet | None = None
 
     # -- asyncio's protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -79,6 +82,20 @@ class KafkaConnection(ServedConnection):
         self._scope.connections.add(self)
         if self._scope.closing:
             transport.close()
+        elif self._scope.writes is not None:
+            self._outlet = self._scope.writes.outlet(transport, self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self._outlet is not None:   # what it queued is still written: the socket closes after it
+            self._outlet.release()
+
+    def writes_failed(self) -> None:
+        """The outlet's write failed (the client went) or cut the connection (a file shorter than its
+        region): no answer can follow."""
+        self._lost = True
+        self._wake_worker()
+        self._cut_off()
 
     def data_received(self, data: bytes) -> None:
         if self._stopped or self._lost:
@@ -179,7 +196,10 @@ class KafkaConnection(ServedConnection):
                     if self._lost:   # the client went while it was answered: an accepted produce still completed
                         _release(pieces)
                         break
-                    if pieces:
+                    if pieces and self._outlet is not None:
+                        self._outlet.write_pieces(pieces)
+                        await self._writable_again()
+                    elif pieces:
                         await send_pieces(transport, pieces, self._writable_again)
                         await self._writable_again()
                 finally:
@@ -198,7 +218,7 @@ class KafkaConnection(ServedConnection):
         finally:
             self._worker_ended()
         if self._lost:
-            transport.abort()
+            self._cut_off()
         else:   # a refusal, the end of the input, the listener closing: what was written goes first
             self._stopped = True
             transport.close()
@@ -223,6 +243,12 @@ class KafkaConnection(ServedConnection):
     def abort(self) -> None:
         if self._worker is not None:
             self._worker.cancel()
+        self._cut_off()
+
+    def _cut_off(self) -> None:
+        """Abort the connection, the answers the outlet still holds dropped."""
+        if self._outlet is not None:
+            self._outlet.release(discard=True)
         if self._transport is not None:
             self._transport.abort()
 

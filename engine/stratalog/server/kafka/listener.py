@@ -24,6 +24,7 @@ from ssl import SSLContext
 
 from stratalog.server.kafka.connection import SOCKET_REQUEST_MAX_BYTES, KafkaConnection, ListenerScope
 from stratalog.server.kafka.context import KafkaContext
+from stratalog.server.socket_writes import SocketWrites, thread_writes_enabled
 
 
 class KafkaListener:
@@ -44,8 +45,15 @@ class KafkaListener:
 
     async def start(self, host: str, port: int, ssl: SSLContext | None = None) -> list[tuple[str, int]]:
         scope = self._scope
-        self.server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(scope), host, port, ssl=ssl)
+        if ssl is None and thread_writes_enabled():
+            scope.writes = SocketWrites()
+        try:
+            self.server = await asyncio.get_running_loop().create_server(
+                lambda: KafkaConnection(scope), host, port, ssl=ssl)
+        except BaseException:
+            if scope.writes is not None:
+                scope.writes.close()
+            raise
         return [sock.getsockname()[:2] for sock in self.server.sockets]
 
     async def close(self, grace_s: float = 10.0) -> None:
@@ -68,3 +76,5 @@ class KafkaListener:
             await asyncio.gather(*late, return_exceptions=True)
         if self.server is not None:
             await self.server.wait_closed()
+        if scope.writes is not None:
+            scope.writes.close()
