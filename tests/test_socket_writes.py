@@ -146,8 +146,42 @@ def test_a_closed_writer_refuses_new_connections_and_forgets_released_ones_quiet
     writer.close()
     assert read_all(peer) == b""   # its descriptor was closed with the writer
     writer.release(fd)
+    refused = os.dup(peer.fileno())
     with pytest.raises(ValueError, match="closed"):
-        writer.attach(os.dup(peer.fileno()))
+        writer.attach(refused)
+    os.close(refused)
+
+
+def test_a_connection_released_before_its_events_were_taken_has_them_dropped(writer) -> None:
+    # Its number may be a new connection's by the time the loop reads them: they must not reach that one.
+    fd, peer = pair(writer)
+    peer.close()
+    writer.send(fd, [b"z" * MIB])
+    readable, _, _ = select.select([writer.events_fd], [], [], 20)
+    assert readable   # the failure's event waits
+    writer.release(fd)
+    assert writer.take_events() == []
+
+
+def test_a_released_connection_is_held_until_its_queue_is_written(writer) -> None:
+    fd, peer = pair(writer)
+    writer.send(fd, [b"h" * (4 * MIB)])
+    writer.release(fd)
+    assert writer.held() == 1
+    assert read_all(peer) == b"h" * (4 * MIB)
+    assert writer.held() == 0   # forgotten before its descriptor was closed, which the end of input says
+
+
+def test_a_file_descriptor_stays_the_callers_when_its_send_is_refused(writer, tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    file_fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(ValueError, match="not a connection"):
+            writer.send_file(1 << 20, [b"head"], file_fd, 0, 10)
+        assert os.pread(file_fd, 4, 0) == b"0123"   # still open: the caller closes it
+    finally:
+        os.close(file_fd)
 
 
 class Recorder:
@@ -177,18 +211,22 @@ async def _outlet_run(tmp_path: Path) -> tuple[list[str], bytes, bytes]:
     assert outlet is not None
     path = tmp_path / "f"
     path.write_bytes(os.urandom(MIB))
-    region = FileRegion.of(os.open(path, os.O_RDONLY), 0, MIB, str(path))
+    opened = os.open(path, os.O_RDONLY)
+    region = FileRegion.of(opened, 0, MIB, str(path))
+    os.close(opened)
     outlet.write_pieces([b"a" * HIGH_WATER, region, b"end"])
     assert recorder.told == ["pause"] and region.file.closed
     received = bytearray()
     while len(received) < HIGH_WATER + MIB + 3:
-        received += await loop.sock_recv(client, 1 << 20)
-    await outlet.written()
+        received += await asyncio.wait_for(loop.sock_recv(client, 1 << 20), 20)
+    assert await asyncio.wait_for(outlet.written(), 20)
     assert recorder.told == ["pause", "resume"]
     client.close()
     outlet.write([b"b" * 100])
-    while "failed" not in recorder.told:
-        await asyncio.sleep(0.01)
+    async def failed() -> None:
+        while "failed" not in recorder.told:
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(failed(), 20)
     outlet.release()
     transport.close()
     writes.close()
@@ -210,3 +248,27 @@ def test_a_server_told_a_socket_writes_setting_it_does_not_know_says_so_and_exit
     said = ran.stdout + ran.stderr
     assert "cannot listen: STRATALOG_SOCKET_WRITES='threads': expected thread" in said and "Traceback" not in said, \
         said
+
+
+async def _stopping_run() -> bytes:
+    loop = asyncio.get_running_loop()
+    server_sock, client = socket.socketpair()
+    transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, server_sock)
+    writes = SocketWrites()
+    outlet = writes.outlet(transport, Recorder())
+    assert outlet is not None
+    outlet.write([b"s" * (8 * MIB)])
+    outlet.release()
+    transport.close()
+    client.settimeout(20)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(read_all(client)))
+    reader.start()   # a reader slower than the writer: most of the 8 MiB is still queued when the close begins
+    await writes.close_when_written(20)
+    await loop.run_in_executor(None, reader.join, 20)
+    client.close()
+    return received[0] if received else b""
+
+
+def test_a_writer_closed_when_written_finishes_the_answers_of_connections_already_closed() -> None:
+    assert asyncio.run(_stopping_run()) == b"s" * (8 * MIB)

@@ -45,10 +45,14 @@ impl SocketWriter {
         }
     }
 
-    fn enqueue(&self, fd: i32, piece: Piece, size: usize) -> PyResult<usize> {
+    /// Queue `piece`; on an error the piece comes back with it, its file descriptor still the caller's.
+    fn enqueue(&self, fd: i32, piece: Piece, size: usize) -> Result<usize, (PyErr, Box<Piece>)> {
         let mut shared = self.inner.lock();
         let shared = &mut *shared;
-        let conn = SocketWriter::conn(shared, fd)?;
+        let conn = match SocketWriter::conn(shared, fd) {
+            Ok(conn) => conn,
+            Err(error) => return Err((error, Box::new(piece))),
+        };
         if conn.failed || size == 0 {
             // A failure: the loop hears of it by its event, and what follows has nowhere to go. Nothing
             // to send: a piece of no bytes would read as the end of the queue.
@@ -67,7 +71,7 @@ impl SocketWriter {
     #[new]
     fn new() -> PyResult<Self> {
         let wake_fd = eventfd()?;
-        let events_fd = eventfd()?;
+        let events_fd = eventfd().inspect_err(|_| unsafe { libc::close(wake_fd); })?;
         let epoll_fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         let inner = Arc::new(Inner { shared: Mutex::new(Shared::default()), wake_fd, events_fd, epoll_fd });
         if epoll_fd < 0 {
@@ -110,15 +114,20 @@ impl SocketWriter {
     /// Queue `buffers` (bytes-like) to be sent on `fd` after what was queued before; the bytes now queued.
     fn send(&self, fd: i32, buffers: &Bound<'_, PyAny>) -> PyResult<usize> {
         let (buffers, size) = buffers_of(buffers)?;
-        self.enqueue(fd, Piece { buffers, first: 0, offset: 0, file: None }, size)
+        self.enqueue(fd, Piece { buffers, first: 0, offset: 0, file: None }, size).map_err(|(error, _)| error)
     }
 
-    /// Queue `head` then `size` bytes of the file open on `file_fd` from `position` (the writer owns
-    /// `file_fd` now, and closes it once sent or dropped); the bytes now queued.
+    /// Queue `head` then `size` bytes of the file open on `file_fd` from `position`; the bytes now
+    /// queued. Once it returns, the writer owns `file_fd` and closes it when sent or dropped; when it
+    /// raises, `file_fd` is still the caller's to close.
     fn send_file(&self, fd: i32, head: &Bound<'_, PyAny>, file_fd: i32, position: i64, size: usize) -> PyResult<usize> {
-        let file = FilePart { fd: file_fd, position, remaining: size };
         let (buffers, head_size) = buffers_of(head)?;
+        let file = FilePart { fd: file_fd, position, remaining: size };
         self.enqueue(fd, Piece { buffers, first: 0, offset: 0, file: Some(file) }, head_size + size)
+            .map_err(|(error, mut piece)| {
+                std::mem::forget(piece.file.take());   // not closed here: the caller still owns it
+                error
+            })
     }
 
     /// Bytes queued on `fd` and not yet taken by its socket.
@@ -155,8 +164,22 @@ impl SocketWriter {
         if conn.stalled && discard {
             conn.stalled = false;
         }
+        // Events not yet taken are dropped with it: its number may be another connection's by the time
+        // the loop would read them.
+        shared.events.retain(|&(event_fd, _)| event_fd != fd);
         self.inner.make_ready(shared, fd);
         Ok(())
+    }
+
+    /// Whether a write on `fd` failed (its queue was dropped and an event said why).
+    fn failed(&self, fd: i32) -> PyResult<bool> {
+        let mut shared = self.inner.lock();
+        Ok(SocketWriter::conn(&mut shared, fd)?.failed)
+    }
+
+    /// Connections whose descriptors the writer still holds, released ones still being written included.
+    fn held(&self) -> usize {
+        self.inner.lock().conns.len()
     }
 
     /// The events since the last call, as (fd, code): 0 the queue fell to the level asked for, an

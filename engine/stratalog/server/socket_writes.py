@@ -24,7 +24,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from stratalog.records.native import kernel
@@ -76,7 +76,11 @@ class SocketWrites:
         sock = transport.get_extra_info("socket")
         if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX):
             return None
-        fd = os.dup(sock.fileno())
+        try:
+            fd = os.dup(sock.fileno())
+        except OSError as error:   # out of descriptors: this connection's answers go on the loop
+            logger.warning("answers of a connection written on the loop: %s", error)
+            return None
         try:
             self._writer.attach(fd)
         except BaseException:
@@ -85,6 +89,15 @@ class SocketWrites:
         outlet = Outlet(self, fd, connection)
         self._outlets[fd] = outlet
         return outlet
+
+    async def close_when_written(self, timeout: float) -> None:
+        """``close`` once the connections released are written and closed, or after ``timeout``
+        seconds (a client that does not read loses the rest then): a server stopping gracefully
+        finishes the answers it gave, as it did when the loop wrote them."""
+        deadline = self._loop.time() + timeout
+        while not self._closed and self._writer.held() and self._loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        self.close()
 
     def close(self) -> None:
         """Write what the sockets take now, close what is held, and end the thread (the listener's
@@ -101,7 +114,10 @@ class SocketWrites:
         for fd, code in self._writer.take_events():
             outlet = self._outlets.get(fd)
             if outlet is not None:
-                outlet._event(code)
+                try:
+                    outlet._event(code)
+                except Exception:   # a fault of ours, in one connection: the others still hear theirs
+                    logger.exception("a connection's answers: handling event %d failed", code)
 
 
 class Outlet:
@@ -138,27 +154,37 @@ class Outlet:
         finally:
             region.close()
 
-    def write_pieces(self, pieces: Iterable[bytes | bytearray | memoryview | FileRegion]) -> None:
-        """Buffers and file regions in order, the buffers before a region sent as its head."""
+    def write_pieces(self, pieces: Sequence[bytes | bytearray | memoryview | FileRegion]) -> None:
+        """Buffers and file regions in order, the buffers before a region sent as its head. The
+        regions are closed here, sent or not."""
         buffers: list[bytes | bytearray | memoryview] = []
-        for piece in pieces:
-            if isinstance(piece, FileRegion):
-                self.send_region(buffers, piece)
-                buffers = []
-            else:
-                buffers.append(piece)
-        if buffers:
-            self.write(buffers)
+        done = 0
+        try:
+            for piece in pieces:
+                done += 1
+                if isinstance(piece, FileRegion):
+                    self.send_region(buffers, piece)
+                    buffers = []
+                else:
+                    buffers.append(piece)
+            if buffers:
+                self.write(buffers)
+        finally:
+            for piece in pieces[done:]:
+                if isinstance(piece, FileRegion):
+                    piece.close()
 
-    async def written(self) -> None:
-        """Until every answer queued is taken by the socket (or the writes failed)."""
+    async def written(self) -> bool:
+        """Until every answer queued is taken by the socket: True; False when the writes failed (or
+        the outlet was released meanwhile)."""
         while not self._released:
             if self._writer.report_below(self.fd, 0):   # (which takes the place of a pause's level)
                 self._wake()
-                return
+                return not self._writer.failed(self.fd)
             if self._emptied is None:
                 self._emptied = self._writes._loop.create_future()
             await self._emptied
+        return False
 
     def release(self, *, discard: bool = False) -> None:
         """Nothing more goes through this outlet: what it queued is still written (not with

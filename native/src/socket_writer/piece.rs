@@ -95,10 +95,14 @@ pub(super) fn send_step(fd: i32, step: &Step) -> isize {
             msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
             msg.msg_iovlen = iov.len().min(libc::UIO_MAXIOV as usize) as _;
             // MSG_NOSIGNAL: a peer that went is an EPIPE to report, not a signal.
-            let flags = libc::MSG_NOSIGNAL | if *more { libc::MSG_MORE } else { 0 };
+            // MSG_MORE also where the buffers are more than one send takes: the rest follows.
+            let capped = iov.len() > libc::UIO_MAXIOV as usize;
+            let flags = libc::MSG_NOSIGNAL | if *more || capped { libc::MSG_MORE } else { 0 };
             unsafe { libc::sendmsg(fd, &msg, flags) }
         }
         Step::File(file_fd, position, count) => {
+            // sendfile has no MSG_NOSIGNAL: a peer that went is an EPIPE here because Python ignores
+            // SIGPIPE in every process it starts (the signal's default would end the server).
             let mut offset: libc::off_t = *position;
             unsafe { libc::sendfile(fd, *file_fd, &mut offset, *count) }
         }

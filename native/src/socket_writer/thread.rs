@@ -63,7 +63,12 @@ impl Inner {
         unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
     }
 
+    /// An event for the loop, unless the loop released the connection: its number may then be
+    /// another connection's by the time the loop reads it (the descriptor closed, a new one duplicated).
     fn push_event(&self, shared: &mut Shared, fd: i32, code: i32) {
+        if shared.conns.get(&fd).is_none_or(|conn| conn.released) {
+            return;
+        }
         if shared.events.is_empty() {
             Inner::signal(self.events_fd);
         }
@@ -155,6 +160,8 @@ fn fail(inner: &Inner, shared: &mut Shared, fd: i32, code: i32) {
     let conn = shared.conns.get_mut(&fd).expect("a connection that failed is known");
     conn.failed = true;
     conn.report_below = None;
+    conn.pieces.clear();   // in the same step as the event: the loop that hears of it finds none queued
+    conn.queued = 0;
     inner.push_event(shared, fd, code);
 }
 

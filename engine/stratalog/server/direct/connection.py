@@ -105,8 +105,8 @@ class DirectConnection(ServedConnection):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        if self._outlet is not None:   # what it queued is still written: the socket closes after it
-            self._outlet.release()
+        if self._outlet is not None:   # what it queued is still written (unless the connection broke)
+            self._outlet.release(discard=exc is not None)
 
     def writes_failed(self) -> None:
         """The outlet's write failed (the client went) or cut the connection (a file shorter than its
@@ -318,14 +318,20 @@ class DirectConnection(ServedConnection):
         """Give the connection, and every byte from the request that is aiohttp's, to aiohttp's protocol:
         once the outlet's answers are written (aiohttp's must come after them), and its writes are done."""
         outlet = self._outlet
+        if self._handoff is not None:
+            return True   # waiting for the outlet already
         if outlet is not None and not outlet.idle:
-            if self._handoff is None:
-                self._handoff = self._loop.create_task(self._hand_off_when_written(outlet))
+            self._handoff = self._loop.create_task(self._hand_off_when_written(outlet))
+            if self._transport is not None and not self._reading_paused:   # nothing piles up meanwhile
+                self._transport.pause_reading()
+                self._reading_paused = True
             return True   # the connection stays open meanwhile, its end of input included
         return self._hand_over()
 
     async def _hand_off_when_written(self, outlet: Outlet) -> None:
-        await outlet.written()
+        if not await outlet.written():
+            self.writes_failed()   # the client went: nothing to hand over
+            return
         if self._lost:
             return
         if not self._hand_over() and self._eof and self._transport is not None:

@@ -68,7 +68,7 @@ class HttpListener:
                 connection.close(now=not connection.idle)   # one still answering after the timeout is cut
         await self._runner.cleanup()
         if self._routes is not None and self._routes.writes is not None:
-            self._routes.writes.close()
+            await self._routes.writes.close_when_written(self._shutdown_timeout)
 
     async def _sweep(self) -> None:
         assert self._routes is not None
@@ -99,9 +99,9 @@ async def start_listener(app: web.Application, handlers: Mapping[str, tuple[Data
     try:
         server = await asyncio.get_running_loop().create_server(
             connection, host, port, ssl=ssl_context, reuse_address=True, backlog=128)
-    except OSError:
-        await runner.cleanup()
+    except BaseException:
         if shared is not None and shared.writes is not None:
             shared.writes.close()
+        await runner.cleanup()
         raise
     return HttpListener(runner, server, shared, shutdown_timeout)

@@ -87,8 +87,8 @@ class KafkaConnection(ServedConnection):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        if self._outlet is not None:   # what it queued is still written: the socket closes after it
-            self._outlet.release()
+        if self._outlet is not None:   # what it queued is still written (unless the connection broke)
+            self._outlet.release(discard=exc is not None)
 
     def writes_failed(self) -> None:
         """The outlet's write failed (the client went) or cut the connection (a file shorter than its

@@ -77,4 +77,4 @@ class KafkaListener:
         if self.server is not None:
             await self.server.wait_closed()
         if scope.writes is not None:
-            scope.writes.close()
+            await scope.writes.close_when_written(grace_s)
