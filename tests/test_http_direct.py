@@ -16,10 +16,11 @@ import socket
 import struct
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -580,11 +581,11 @@ def test_a_query_reads_as_aiohttp_reads_it(query: str) -> None:
         assert ours.getall(name, []) == aiohttps.getall(name), name
 
 
-def test_a_connection_handed_to_aiohttp_while_its_writes_are_paused_is_handed_over_paused(tmp_path) -> None:
-    """The transport tells only its current protocol when its buffer drains: a connection whose writes
-    were paused (a region sent to a client that reads slowly, then a request for aiohttp) must tell
-    aiohttp's protocol that they are, or aiohttp would write on as if the client read. The real app's
-    aiohttp protocol on a real socket and loop; the transport's pause is the call it would make."""
+@contextlib.asynccontextmanager
+async def direct_connection(tmp_path: Path, *, thread_writes: bool = False) -> AsyncIterator[tuple[Any, Any, socket.socket]]:
+    """A direct connection of the real app on a real socket and loop, without a listener: (the
+    connection, its transport, the client's end, non-blocking); its answers written by a writing
+    thread of its own with ``thread_writes``."""
     import asyncio
 
     from aiohttp import web
@@ -592,29 +593,44 @@ def test_a_connection_handed_to_aiohttp_while_its_writes_are_paused_is_handed_ov
     from stratalog.broker.engine import Engine
     from stratalog.server.app import create_app
     from stratalog.server.direct.connection import DirectConnection, DirectRoutes
+    from stratalog.server.socket_writes import SocketWrites
     from stratalog.server.state import ServerState
 
+    state = ServerState(Engine([tmp_path / "data"], schedule=False))
+    app = create_app(state)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    assert runner.server is not None
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    writes = SocketWrites() if thread_writes else None
+    connection = DirectConnection(DirectRoutes(app, state, {}, runner.server, writes=writes))
+    transport, _ = await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, ours)
+    try:
+        yield connection, transport, theirs
+    finally:
+        transport.close()
+        theirs.close()
+        await runner.cleanup()
+        if writes is not None:
+            writes.close()
+
+
+def test_a_connection_handed_to_aiohttp_while_its_writes_are_paused_is_handed_over_paused(tmp_path) -> None:
+    """The transport tells only its current protocol when its buffer drains: a connection whose writes
+    were paused (a region sent to a client that reads slowly, then a request for aiohttp) must tell
+    aiohttp's protocol that they are, or aiohttp would write on as if the client read. The real app's
+    aiohttp protocol on a real socket and loop; the transport's pause is the call it would make."""
+    import asyncio
+
     async def scenario() -> tuple[bool, bool, bytes]:
-        state = ServerState(Engine([tmp_path / "data"], schedule=False))
-        app = create_app(state)
-        runner = web.AppRunner(app, handle_signals=False)
-        await runner.setup()
-        assert runner.server is not None
-        ours, theirs = socket.socketpair()
-        theirs.setblocking(False)
-        connection = DirectConnection(DirectRoutes(app, state, {}, runner.server))
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.connect_accepted_socket(lambda: connection, ours)
-        try:
+        async with direct_connection(tmp_path) as (connection, transport, theirs):
             connection.pause_writing()
             await loop.sock_sendall(theirs, b"GET /v1/no-such-route HTTP/1.1\r\nHost: x\r\n\r\n")
             answer = await asyncio.wait_for(loop.sock_recv(theirs, 65536), 10)
             handed = transport.get_protocol()
             return handed is not connection, handed.writing_paused, answer
-        finally:
-            transport.close()
-            theirs.close()
-            await runner.cleanup()
 
     handed_over, paused, answer = asyncio.run(scenario())
     assert handed_over and paused
@@ -628,29 +644,11 @@ def test_a_connection_whose_answers_the_writing_thread_still_holds_is_handed_ove
     real app and writer on a real socket, whose peer does not read at first."""
     import asyncio
 
-    from aiohttp import web
-
-    from stratalog.broker.engine import Engine
-    from stratalog.server.app import create_app
-    from stratalog.server.direct.connection import DirectConnection, DirectRoutes
-    from stratalog.server.socket_writes import SocketWrites
-    from stratalog.server.state import ServerState
-
     held = b"x" * (4 << 20)   # more than the socket takes: most of it waits in the writer
 
     async def scenario() -> tuple[bool, bool, bytes]:
-        state = ServerState(Engine([tmp_path / "data"], schedule=False))
-        app = create_app(state)
-        runner = web.AppRunner(app, handle_signals=False)
-        await runner.setup()
-        assert runner.server is not None
-        ours, theirs = socket.socketpair()
-        theirs.setblocking(False)
-        writes = SocketWrites()
-        connection = DirectConnection(DirectRoutes(app, state, {}, runner.server, writes=writes))
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.connect_accepted_socket(lambda: connection, ours)
-        try:
+        async with direct_connection(tmp_path, thread_writes=True) as (connection, transport, theirs):
             assert connection._outlet is not None
             connection._outlet.write([held])
             await loop.sock_sendall(theirs, b"GET /v1/no-such-route HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -661,11 +659,6 @@ def test_a_connection_whose_answers_the_writing_thread_still_holds_is_handed_ove
             while b"\r\n\r\n" not in received or len(received) <= len(held):   # aiohttp's head, wherever it is
                 received += await asyncio.wait_for(loop.sock_recv(theirs, 1 << 20), 10)
             return kept_meanwhile, transport.get_protocol() is not connection, bytes(received)
-        finally:
-            transport.close()
-            theirs.close()
-            await runner.cleanup()
-            writes.close()
 
     kept_meanwhile, handed_over, received = asyncio.run(scenario())
     assert kept_meanwhile and handed_over

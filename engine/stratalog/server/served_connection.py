@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import MutableSet, Sequence
 from typing import Any
 
+from stratalog.server.socket_writes import Outlet
+
 
 class ServedConnection(asyncio.Protocol):
     def __init__(self, connections: MutableSet[Any]) -> None:
@@ -21,6 +23,8 @@ class ServedConnection(asyncio.Protocol):
         self._lost = False
         self._writing_paused = False
         self._writable: asyncio.Future[None] | None = None   # an answer waits for the buffer to drain
+        self._transport: asyncio.Transport | None = None
+        self._outlet: Outlet | None = None   # the writing thread's way to the socket (socket_writes), or none
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -28,6 +32,22 @@ class ServedConnection(asyncio.Protocol):
             self._connections.discard(self)
         self._wake_writer()
         self._wake_worker()
+        if self._outlet is not None:   # what it queued is still written (unless the connection broke)
+            self._outlet.release(discard=exc is not None)
+
+    def writes_failed(self) -> None:
+        """The outlet's write failed (the client went) or cut the connection (a file shorter than its
+        region): no answer can follow."""
+        self._lost = True
+        self._wake_worker()
+        self._cut_off()
+
+    def _cut_off(self) -> None:
+        """Abort the connection, the answers the outlet still holds dropped."""
+        if self._outlet is not None:
+            self._outlet.release(discard=True)
+        if self._transport is not None:
+            self._transport.abort()
 
     def _worker_ended(self) -> None:
         """The worker's last step, however it ends."""

@@ -71,7 +71,6 @@ class DirectConnection(ServedConnection):
         super().__init__(routes.connections)
         self._routes = routes
         self._loop = asyncio.get_running_loop()
-        self._transport: asyncio.Transport | None = None
         self._pending = bytearray()    # received, not yet framed (a head or body still coming, or handed over)
         self._need = 0                 # a body is coming: framing waits until ``_pending`` holds this many bytes
         self._scanned = 0              # a head is coming: how much of it ``head_verdict`` has looked at
@@ -84,7 +83,6 @@ class DirectConnection(ServedConnection):
         self._last = False             # a request without keep-alive came: nothing after it is read
         self._eof = False
         self._reading_paused = False
-        self._outlet: Outlet | None = None
         self._handoff: asyncio.Task[None] | None = None   # waits for the outlet's answers to be written
         self.last_active = self._loop.time()
 
@@ -102,17 +100,6 @@ class DirectConnection(ServedConnection):
         writes = self._routes.writes
         if writes is not None:
             self._outlet = writes.outlet(transport, self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if self._outlet is not None:   # what it queued is still written (unless the connection broke)
-            self._outlet.release(discard=exc is not None)
-
-    def writes_failed(self) -> None:
-        """The outlet's write failed (the client went) or cut the connection (a file shorter than its
-        region): no answer can follow."""
-        self._lost = True
-        self._abort()
 
     def data_received(self, data: bytes) -> None:
         if self._last or self._lost:
@@ -226,7 +213,7 @@ class DirectConnection(ServedConnection):
         except Exception:   # a fault of the server's own, not the request's (those are answers): no answer can follow
             logger.exception("closing a connection: answering %s failed", self._peer())
             self._lost = True
-            self._abort()
+            self._cut_off()
             return
         finally:
             self._worker_ended()
@@ -373,13 +360,6 @@ class DirectConnection(ServedConnection):
         if self._transport is None:
             return
         if now:
-            self._abort()
+            self._cut_off()
         else:
             self._transport.close()
-
-    def _abort(self) -> None:
-        """Cut the connection, the answers the outlet still holds dropped."""
-        if self._outlet is not None:
-            self._outlet.release(discard=True)
-        if self._transport is not None:
-            self._transport.abort()

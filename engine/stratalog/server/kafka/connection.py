@@ -31,7 +31,7 @@ from stratalog.server.kafka.dispatch import Peer, answer_frame
 from stratalog.server.kafka.sasl import SaslSession
 from stratalog.server.sendfile import send_region
 from stratalog.server.served_connection import ServedConnection, write_buffers
-from stratalog.server.socket_writes import Outlet, SocketWrites
+from stratalog.server.socket_writes import SocketWrites
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,6 @@ class KafkaConnection(ServedConnection):
     def __init__(self, scope: ListenerScope) -> None:
         super().__init__(scope.connections)
         self._scope = scope
-        self._transport: asyncio.Transport | None = None
         self._peer = Peer(None, "", False, SaslSession())
         self._pending = bytearray()     # received, not yet cut into frames
         self._queue: deque[bytes | str] = deque()   # frames; a str: why the connection closes there
@@ -69,7 +68,6 @@ class KafkaConnection(ServedConnection):
         self._stopped = False           # nothing more is cut: a refused frame, or closing
         self._eof = False
         self._reading_paused = False
-        self._outlet: Outlet | None = None
 
     # -- asyncio's protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -84,18 +82,6 @@ class KafkaConnection(ServedConnection):
             transport.close()
         elif self._scope.writes is not None:
             self._outlet = self._scope.writes.outlet(transport, self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if self._outlet is not None:   # what it queued is still written (unless the connection broke)
-            self._outlet.release(discard=exc is not None)
-
-    def writes_failed(self) -> None:
-        """The outlet's write failed (the client went) or cut the connection (a file shorter than its
-        region): no answer can follow."""
-        self._lost = True
-        self._wake_worker()
-        self._cut_off()
 
     def data_received(self, data: bytes) -> None:
         if self._stopped or self._lost:
@@ -244,13 +230,6 @@ class KafkaConnection(ServedConnection):
         if self._worker is not None:
             self._worker.cancel()
         self._cut_off()
-
-    def _cut_off(self) -> None:
-        """Abort the connection, the answers the outlet still holds dropped."""
-        if self._outlet is not None:
-            self._outlet.release(discard=True)
-        if self._transport is not None:
-            self._transport.abort()
 
 
 def _release(pieces: Sequence[Piece]) -> None:
