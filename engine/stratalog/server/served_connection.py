@@ -42,6 +42,14 @@ class ServedConnection(asyncio.Protocol):
         self._wake_worker()
         self._cut_off()
 
+    def _write(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        """An answer's buffers, in one go: to the writing thread where the connection has an outlet,
+        else to the transport."""
+        if self._outlet is not None:
+            self._outlet.write(buffers)
+        elif self._transport is not None:
+            write_buffers(self._transport, buffers)
+
     def _cut_off(self) -> None:
         """Abort the connection, the answers the outlet still holds dropped."""
         if self._outlet is not None:

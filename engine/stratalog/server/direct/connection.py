@@ -40,7 +40,7 @@ from stratalog.server.direct.request import DirectRequest
 from stratalog.server.gate import through_gate
 from stratalog.server.region_response import corked
 from stratalog.server.sendfile import send_region
-from stratalog.server.served_connection import ServedConnection, write_buffers
+from stratalog.server.served_connection import ServedConnection
 from stratalog.server.socket_writes import Outlet, SocketWrites
 from stratalog.server.state import ServerState
 
@@ -247,10 +247,7 @@ class DirectConnection(ServedConnection):
                 return
             if transport.is_closing():
                 return
-            if self._outlet is not None:
-                self._outlet.write((answer, response.body))
-            else:
-                write_buffers(transport, (answer, response.body))
+            self._write((answer, response.body))
             if self._writing_paused:
                 await self._writable_again()
             return
@@ -263,10 +260,7 @@ class DirectConnection(ServedConnection):
             return
         answer = answer_head(response.status, response.reason, response.headers.items(), len(payload), date,
                              keep_alive=keep_alive, http10=head.http10)
-        if self._outlet is not None:
-            self._outlet.write((answer, payload))
-        else:
-            transport.write(answer + payload)
+        self._write((answer, payload))
         if self._writing_paused:
             await self._writable_again()
 

@@ -90,8 +90,10 @@ async def start_listener(app: web.Application, handlers: Mapping[str, tuple[Data
     await runner.setup()
     aiohttp_protocol = runner.server
     assert aiohttp_protocol is not None
+    # TLS encrypts on the loop: a TLS listener's answers never go to the writing thread, which it does not start.
+    threaded = ssl_context is None and thread_writes_enabled()
     shared = DirectRoutes(app, app[STATE], handlers, aiohttp_protocol,
-                          writes=SocketWrites() if thread_writes_enabled() else None) if direct else None
+                          writes=SocketWrites() if threaded else None) if direct else None
 
     def connection() -> asyncio.Protocol:
         return DirectConnection(shared) if shared is not None else aiohttp_protocol()
